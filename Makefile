@@ -1,0 +1,44 @@
+# make test     — set up (a .venv unless an environment is active) and run the test-suite,
+#                 which executes every notebook in smoke mode.
+# make figures  — set up and run the main job: every notebook in full mode -> figures/,
+#                 and the claims table -> figures/claims.md.
+# make bench    — the benchmark suite -> benchmarks/README.md tables and plots.
+# make browser-test — JupyterLab in headless Chromium: run each notebook, move a slider.
+
+ACTIVE := $(or $(VIRTUAL_ENV),$(CONDA_PREFIX))
+ifeq ($(ACTIVE),)
+VENV := .venv
+PY := $(VENV)/bin/python
+else
+PY := python
+endif
+STAMP := $(if $(VENV),$(VENV),.)/.qlib-installed
+
+.PHONY: setup test figures bench browser-test claims clean
+
+$(STAMP): pyproject.toml
+	@if [ -n "$(VENV)" ] && [ ! -x "$(PY)" ]; then python3 -m venv $(VENV); fi
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[test,bench]'
+	@touch $(STAMP)
+
+setup: $(STAMP)
+
+test: setup
+	$(PY) -m pytest
+
+figures: setup
+	$(PY) -m qlib figures
+
+claims: setup
+	$(PY) -m qlib reproduce
+
+bench: setup
+	$(PY) benchmarks/run.py
+
+browser-test: setup
+	$(PY) -m pip install -q -e '.[browser]'
+	$(PY) tests/browser/run_browser_test.py
+
+clean:
+	rm -rf .qlib_cache .pytest_cache

@@ -1,0 +1,73 @@
+"""Input checks shared by every public function.
+
+Each check raises ``ValueError`` naming the parameter and its allowed range, and runs on
+plain Python/NumPy values, so bad input fails before anything is traced or compiled.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+
+import numpy as np
+
+
+def _is_number(x: object) -> bool:
+    return isinstance(x, numbers.Real) and not isinstance(x, bool)
+
+
+def real(name: str, value: object, *, low: float | None = None, high: float | None = None,
+         low_open: bool = True, high_open: bool = True) -> float:
+    """A finite real in the interval given by ``low``/``high`` (open ends by default)."""
+    if isinstance(value, np.ndarray) and value.shape == ():
+        value = value.item()
+    if not _is_number(value) or math.isnan(float(value)) or math.isinf(float(value)):
+        raise ValueError(f"{name} must be a finite real number{_range(low, high, low_open, high_open)}; got {value!r}")
+    v = float(value)
+    if low is not None and (v <= low if low_open else v < low):
+        raise ValueError(f"{name} must be{_range(low, high, low_open, high_open)}; got {v!r}")
+    if high is not None and (v >= high if high_open else v > high):
+        raise ValueError(f"{name} must be{_range(low, high, low_open, high_open)}; got {v!r}")
+    return v
+
+
+def integer(name: str, value: object, *, low: int | None = None, high: int | None = None) -> int:
+    """An integer in [low, high] (closed). Floats that are whole numbers are accepted."""
+    if isinstance(value, np.ndarray) and value.shape == ():
+        value = value.item()
+    ok = isinstance(value, numbers.Integral) and not isinstance(value, bool)
+    if not ok and _is_number(value) and math.isfinite(float(value)) and float(value).is_integer():
+        value, ok = int(value), True
+    bounds = _int_range(low, high)
+    if not ok:
+        raise ValueError(f"{name} must be an integer{bounds}; got {value!r}")
+    v = int(value)
+    if (low is not None and v < low) or (high is not None and v > high):
+        raise ValueError(f"{name} must be an integer{bounds}; got {v!r}")
+    return v
+
+
+def choice(name: str, value: object, allowed: tuple[str, ...]) -> str:
+    if value not in allowed:
+        raise ValueError(f"{name} must be one of {', '.join(map(repr, allowed))}; got {value!r}")
+    return value  # type: ignore[return-value]
+
+
+def _range(low, high, low_open, high_open) -> str:
+    if low is None and high is None:
+        return ""
+    if low is not None and high is not None:
+        return f" in {'(' if low_open else '['}{low:g}, {high:g}{')' if high_open else ']'}"
+    if low is not None:
+        return f" {'>' if low_open else '>='} {low:g}"
+    return f" {'<' if high_open else '<='} {high:g}"
+
+
+def _int_range(low, high) -> str:
+    if low is not None and high is not None:
+        return f" in [{low}, {high}]"
+    if low is not None:
+        return f" >= {low}"
+    if high is not None:
+        return f" <= {high}"
+    return ""

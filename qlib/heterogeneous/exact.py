@@ -1,0 +1,302 @@
+"""Exact stationary law of M/M/n with heterogeneous servers and uninformed customers.
+
+Model (Cabral, arXiv:0706.0560): Poisson arrivals at rate ``lam``; server j serves at rate
+``mus[j]``; an arrival that finds idle servers joins one chosen uniformly at random among them,
+otherwise it waits in one FIFO queue taken by the first server to finish. Stable iff
+``lam < sum(mus)``.
+
+Product form (the chain is reversible): for a busy set S with |S| = k < n and no queue,
+pi(S) ∝ (n-k)!/n! · prod_{j in S} x_j with x_j = lam/mu_j, and with all n busy and q waiting,
+pi(all, q) ∝ 1/n! · prod_j x_j · rho^q, rho = lam/sum(mu). Summing over S of a given size
+gives the elementary symmetric polynomials e_k(x), so every marginal costs O(n^2).
+
+Claims (for mu_l > mu_m): P_l < P_m (the fast server is busy less often), yet
+mu_l P_l > mu_m P_m (it does more work); indeed (mu_m/mu_l) P_m < P_l < P_m. They follow from
+mu_l P_l - mu_m P_m = (mu_l - mu_m) P(l and m busy) and P_m - P_l = (1 - mu_m/mu_l) P(m busy, l idle).
+
+Numerics: e_k(x) overflows for a few hundred servers, so the e_k are kept as logarithms and
+every quantity is a ratio e_k^{(-j)}/e_k in [0, 1]. Removing one x_j from a polynomial
+("deflation") is done forward for small k and backward for large k, switching where j's
+conditional inclusion probability crosses 1/2: each direction then damps rounding errors
+(Peters & Wilkinson's composite deflation), so the result keeps full relative accuracy.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from dataclasses import dataclass
+
+import numpy as np
+from scipy import sparse
+from scipy.sparse import linalg as splinalg
+from scipy.special import gammaln
+
+from qlib import _validate
+
+POLICIES = ("random", "longest_idle", "fastest")
+
+
+# --------------------------------------------------------------------------- input checks
+def check_rates(lam: object, mus: object) -> tuple[float, np.ndarray]:
+    """Validated (lam, mus): lam in (0, sum(mus)), mus a non-empty 1-D array of finite rates > 0."""
+    try:
+        m = np.asarray(mus, dtype=float)
+    except (TypeError, ValueError):
+        raise ValueError(f"mus must be a 1-D array of service rates > 0; got {mus!r}") from None
+    if m.ndim != 1:
+        raise ValueError(f"mus must be a 1-D array of service rates > 0; got shape {m.shape}")
+    if m.size == 0:
+        raise ValueError("mus must contain at least one service rate > 0; got an empty array")
+    if not np.all(np.isfinite(m)):
+        raise ValueError(f"mus must be finite service rates > 0; got {m.tolist()!r}")
+    if np.any(m <= 0):
+        raise ValueError(f"mus must all be > 0; got minimum {m.min()!r}")
+    total = float(m.sum())
+    lam_f = _validate.real("lam", lam, low=0.0, high=total)  # stability: 0 < lam < sum(mu)
+    return lam_f, m
+
+
+# --------------------------------------------------------------------------- log-ESP machinery
+def _log_esp(log_x: np.ndarray) -> np.ndarray:
+    """log e_k(x) for k = 0..n (all terms positive, so the DP is stable; logs avoid overflow)."""
+    n = log_x.size
+    le = np.full(n + 1, -np.inf)
+    le[0] = 0.0
+    for i, lx in enumerate(log_x):
+        le[1 : i + 2] = np.logaddexp(le[1 : i + 2], lx + le[0 : i + 1])
+    return le
+
+
+def _deflate(le: np.ndarray, log_x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Leave-one-out ratios for a polynomial prod_i (1 + x_i t) with log-coefficients ``le``.
+
+    For every root x_j in ``log_x`` (which must be among the polynomial's) returns
+    f[j, k] = e_k^{(-j)} / e_k and p[j, k] = x_j e_{k-1}^{(-j)} / e_k for k = 0..m, so
+    f + p = 1; p[j, k] is the probability that j is in a size-k set drawn with weights prod x.
+    """
+    m = le.size - 1
+    J = log_x.size
+    with np.errstate(over="ignore", under="ignore", invalid="ignore", divide="ignore"):
+        # xr[:, k] = x_j e_{k-1}/e_k, finite for k = 1..m
+        xr = np.exp(log_x[:, None] + (le[None, :-1] - le[None, 1:]))
+        fwd = np.empty((J, m + 1))
+        fwd[:, 0] = 1.0
+        for k in range(1, m + 1):  # stable while p < 1/2 (errors damped by the odds p/(1-p))
+            fwd[:, k] = 1.0 - xr[:, k - 1] * fwd[:, k - 1]
+        bwd = np.empty((J, m + 1))
+        bwd[:, m] = 0.0
+        for k in range(m, 0, -1):  # stable while p > 1/2
+            bwd[:, k - 1] = (1.0 - bwd[:, k]) / xr[:, k - 1]
+        # forward on the prefix where it says f >= 1/2, backward after
+        use_fwd = np.logical_and.accumulate(fwd >= 0.5, axis=1)
+        f = np.where(use_fwd, fwd, bwd)
+        f = np.clip(f, 0.0, 1.0)
+        p = np.zeros_like(f)
+        p[:, 1:] = xr * f[:, :-1]  # a product: keeps relative accuracy where p is tiny
+        # where p is close to 1 use 1 - f instead (f is the accurate small number there)
+        p = np.where(f < 0.5, 1.0 - f, p)
+    return f, p
+
+
+def _log_weights(n: int, rho: float) -> np.ndarray:
+    """log of (n-k)! for k < n and 1/(1-rho) for k = n (the common 1/n! dropped)."""
+    k = np.arange(n + 1)
+    lw = gammaln(n - k + 1.0)
+    lw[n] = -math.log1p(-rho)
+    return lw
+
+
+@dataclass(frozen=True)
+class _Solved:
+    lam: float
+    mus: np.ndarray
+    rho: float
+    log_x: np.ndarray
+    le: np.ndarray
+    c: np.ndarray  # c_k ∝ probability that exactly k servers are busy (k = n: all busy, any queue)
+    f: np.ndarray
+    p: np.ndarray
+
+
+def _solve(lam: object, mus: object) -> _Solved:
+    lam_f, m = check_rates(lam, mus)
+    rho = lam_f / float(m.sum())
+    log_x = math.log(lam_f) - np.log(m)
+    le = _log_esp(log_x)
+    lc = _log_weights(m.size, rho) + le
+    c = np.exp(lc - lc.max())
+    c /= c.sum()
+    f, p = _deflate(le, log_x)
+    return _Solved(lam_f, m, rho, log_x, le, c, f, p)
+
+
+# --------------------------------------------------------------------------- public exact API
+def busy_probabilities(lam: float, mus: np.ndarray) -> np.ndarray:
+    """P_j = P(server j busy) in stationarity, in input order. O(n^2), stable for n in the 1000s."""
+    s = _solve(lam, mus)
+    return s.p @ s.c
+
+
+def idle_probabilities(lam: float, mus: np.ndarray) -> np.ndarray:
+    """1 - P_j, computed directly (keeps relative accuracy when servers are almost always busy)."""
+    s = _solve(lam, mus)
+    return s.f @ s.c
+
+
+def effective_rates(lam: float, mus: np.ndarray) -> np.ndarray:
+    """mu_j P_j: the long-run completion rate (work done) of server j; they sum to lam."""
+    _, m = check_rates(lam, mus)
+    return m * busy_probabilities(lam, m)
+
+
+def busy_count_distribution(lam: float, mus: np.ndarray) -> np.ndarray:
+    """P(exactly k servers busy), k = 0..n (k = n includes every queue length)."""
+    return _solve(lam, mus).c.copy()
+
+
+def wait_probability(lam: float, mus: np.ndarray) -> float:
+    """Probability that an arrival waits = P(all servers busy) (PASTA)."""
+    return float(_solve(lam, mus).c[-1])
+
+
+def mean_queue_length(lam: float, mus: np.ndarray) -> float:
+    """E[number waiting] = P(all busy) · rho/(1 - rho): the queue is geometric given all busy."""
+    s = _solve(lam, mus)
+    return float(s.c[-1] * s.rho / (1.0 - s.rho))
+
+
+def mean_number_in_system(lam: float, mus: np.ndarray) -> float:
+    """E[busy servers] + E[queue]."""
+    s = _solve(lam, mus)
+    return float(np.arange(s.c.size) @ s.c + s.c[-1] * s.rho / (1.0 - s.rho))
+
+
+@dataclass(frozen=True)
+class JointProbabilities:
+    """Pairwise stationary probabilities; entry [i, j] refers to servers i and j.
+
+    ``both_busy[i, j]`` = P(i and j busy) (diagonal: P_i); ``busy_idle[i, j]`` = P(i busy, j idle)
+    (diagonal: 0); ``both_idle[i, j]`` = P(i and j idle) (diagonal: 1 - P_i).
+    """
+
+    both_busy: np.ndarray
+    busy_idle: np.ndarray
+    both_idle: np.ndarray
+
+
+def joint_probabilities(lam: float, mus: np.ndarray) -> JointProbabilities:
+    """P(l and m busy), P(m busy, l idle), P(both idle) for all pairs. O(n^3), computed directly
+    (not from the identities, which the tests check against it)."""
+    s = _solve(lam, mus)
+    n = s.mus.size
+    bb, bi, ii = np.zeros((n, n)), np.zeros((n, n)), np.zeros((n, n))
+    P, Q = s.p @ s.c, s.f @ s.c
+    for l in range(n):
+        # polynomial without l: log e_k^{(-l)} = le_k + log f[l, k], k = 0..n-1
+        with np.errstate(divide="ignore"):
+            le_l = s.le[:n] + np.log(s.f[l, :n])
+        others = np.delete(np.arange(n), l)
+        f2, p2 = _deflate(le_l, s.log_x[others])
+        cl = s.c
+        # P(m busy, l idle) = sum_k c_k f[l,k] p2[m,k];  P(both idle) = sum_k c_k f[l,k] f2[m,k]
+        bi[others, l] = p2 @ (cl[:n] * s.f[l, :n])
+        ii[others, l] = f2 @ (cl[:n] * s.f[l, :n])
+        # P(l busy, m busy) = sum_{k>=2} c_k p[l,k] p2[m,k-1]
+        bb[others, l] = p2[:, : n] @ (cl[1:] * s.p[l, 1:])
+    bb[np.diag_indices(n)] = P
+    ii[np.diag_indices(n)] = Q
+    return JointProbabilities(bb, bi, ii)
+
+
+# --------------------------------------------------------------------------- oracles
+def stationary_distribution(lam: float, mus: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Brute-force product form over all 2^n busy sets (n <= 12): (sets (2^n, n) bool, probs).
+
+    The all-busy set carries the whole queue (every q). A test oracle, independent of the ESPs.
+    """
+    lam_f, m = check_rates(lam, mus)
+    n = m.size
+    if n > 12:
+        raise ValueError(f"mus must have at most 12 servers for stationary_distribution; got {n}")
+    rho = lam_f / m.sum()
+    sets = np.array(list(itertools.product([False, True], repeat=n)), dtype=bool)
+    x = lam_f / m
+    k = sets.sum(axis=1)
+    w = np.array([math.factorial(n - kk) / math.factorial(n) for kk in k])
+    w *= np.prod(np.where(sets, x[None, :], 1.0), axis=1)
+    w[k == n] /= 1.0 - rho
+    return sets, w / w.sum()
+
+
+def generator_solve(lam: float, mus: np.ndarray, *, queue_cap: int | None = None,
+                    policy: str = "random") -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Stationary law from the CTMC generator itself (no product form), queue truncated at ``queue_cap``.
+
+    States are (busy set, q) with q > 0 only when all n are busy. ``policy`` "random" or
+    "fastest" (informed customers join the fastest idle server). Returns
+    (sets (2^n, n) bool, P(busy set) summed over q, P(q = 0..cap | any set)). n <= 12.
+    The truncation error is about rho^queue_cap; the default cap makes it < 1e-14.
+    """
+    lam_f, m = check_rates(lam, mus)
+    _validate.choice("policy", policy, ("random", "fastest"))
+    n = m.size
+    if n > 12:
+        raise ValueError(f"mus must have at most 12 servers for generator_solve; got {n}")
+    rho = lam_f / m.sum()
+    if queue_cap is None:
+        queue_cap = int(min(20000, max(10, math.ceil(math.log(1e-16) / math.log(rho)))))
+    queue_cap = _validate.integer("queue_cap", queue_cap, low=0)
+    full = (1 << n) - 1
+    nS = 1 << n
+    # state index: busy mask s in [0, 2^n); (full, q) for q >= 1 at index 2^n + q - 1
+    N = nS + queue_cap
+    order = np.argsort(-m, kind="stable")
+    rows, cols, vals = [], [], []
+
+    def add(a, b, r):
+        rows.append(a); cols.append(b); vals.append(r)
+
+    for s in range(nS):
+        idle = [j for j in range(n) if not (s >> j) & 1]
+        if idle:
+            if policy == "random":
+                for j in idle:
+                    add(s, s | (1 << j), lam_f / len(idle))
+            else:
+                j = next(j for j in order if not (s >> j) & 1)
+                add(s, s | (1 << j), lam_f)
+        elif queue_cap > 0:
+            add(s, nS, lam_f)
+        for j in range(n):
+            if (s >> j) & 1:
+                add(s, s & ~(1 << j), m[j])
+    for q in range(1, queue_cap + 1):
+        i = nS + q - 1
+        if q < queue_cap:
+            add(i, i + 1, lam_f)
+        add(i, full if q == 1 else i - 1, m.sum())
+    Qm = sparse.coo_matrix((vals, (rows, cols)), shape=(N, N)).tocsr()
+    Qm = Qm - sparse.diags(np.asarray(Qm.sum(axis=1)).ravel())
+    # pi Q = 0 with sum(pi) = 1: replace one balance equation by the normalisation
+    A = Qm.T.tolil()
+    A[0, :] = 1.0
+    b = np.zeros(N)
+    b[0] = 1.0
+    pi = splinalg.spsolve(A.tocsc(), b)
+    sets = np.array([[(s >> j) & 1 for j in range(n)] for s in range(nS)], dtype=bool)
+    ps = pi[:nS].copy()
+    ps[full] += pi[nS:].sum()
+    qd = np.concatenate([[1.0 - pi[nS:].sum()], pi[nS:]])
+    return sets, ps, qd
+
+
+def marginals_from_sets(sets: np.ndarray, probs: np.ndarray) -> np.ndarray:
+    """P_j from a distribution over busy sets."""
+    return probs @ sets.astype(float)
+
+
+def fastest_busy_probabilities(lam: float, mus: np.ndarray) -> np.ndarray:
+    """Exact P_j when informed customers join the fastest idle server (generator solve, n <= 12)."""
+    sets, ps, _ = generator_solve(lam, mus, policy="fastest")
+    return marginals_from_sets(sets, ps)

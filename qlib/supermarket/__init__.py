@@ -1,0 +1,41 @@
+"""The supermarket model (join the shortest of d sampled queues), Brightwell & Luczak.
+
+n queues, Exp(1) service, arrivals at rate lam*n; each arrival samples d queues and joins a
+shortest. Claims (arXiv:1201.5523), for lam -> 1 and d -> oo: the equilibrium maximum queue
+length concentrates on k = ceil(log(1/(1-lam))/log d); most queues have length exactly k;
+the mixing time is O(k d^(k-1) n log n) steps, with a lower bound Omega(n (lam d)^(k-1)).
+
+Public API:
+
+- :func:`simulate` — exact count-chain simulation of many replicas at once (JAX);
+- :func:`fluid_fixed_point`, :func:`fluid_trajectory`, :func:`predicted_max_length`,
+  :func:`asymptotic_profile` — the theory;
+- :func:`exact_tail_fraction` — exact stationary law for small n, the test oracle;
+- :func:`direct_simulation` — a plain queue-vector simulation, the reference for tests.
+"""
+
+from qlib.supermarket.engine import (
+    SupermarketResult,
+    counts_all_at,
+    counts_from_lengths,
+    initial_counts,
+    simulate,
+)
+from qlib.supermarket.exact import exact_stationary, exact_tail_fraction
+from qlib.supermarket.reference import direct_simulation
+from qlib.supermarket.theory import (
+    all_sampled_at_least,
+    asymptotic_profile,
+    boundary_distance,
+    fluid_drift,
+    fluid_fixed_point,
+    fluid_trajectory,
+    predicted_max_length,
+)
+
+__all__ = [
+    "SupermarketResult", "simulate", "initial_counts", "counts_from_lengths", "counts_all_at",
+    "exact_stationary", "exact_tail_fraction", "direct_simulation",
+    "all_sampled_at_least", "asymptotic_profile", "boundary_distance", "fluid_drift",
+    "fluid_fixed_point", "fluid_trajectory", "predicted_max_length",
+]
