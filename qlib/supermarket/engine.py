@@ -161,29 +161,36 @@ def _consts(n: int, d: int, lam: float) -> _Consts:
                    jnp.float64(log_cn))
 
 
-def _step_level(rng, u, c: _Consts, replacement: bool):
-    """One uniformised step's randomness: (new rng, is_arrival, level found).
+def _draw(rng, c: _Consts):
+    """One step's randomness: (new rng, is_arrival, low 32 bits).
 
-    For an arrival the level is the length of the queue joined (#{i >= 1: U < g(u_i)});
-    for a departure it is the length of the queue of rank r (#{i >= 1: r < u_i}).
+    The high half of one 64-bit word picks the event; the low half is the arrival uniform or
+    the departure rank. Two chains fed the same draw are the monotone coupling of MODELS.md.
     """
     rng, w = _rng.next_u64(rng)
     hi, lo = _rng.split_u32(w)
-    arrival = hi < c.lam_thr
+    return rng, hi < c.lam_thr, lo
+
+
+def _level(u, arrival, lo, c: _Consts, replacement: bool):
+    """The length of the queue the event touches, given counts u (levels+1, replicas).
+
+    Arrival: the length joined, #{i >= 1: U < g(u_i)} with U = (lo + 1/2)/2^32.
+    Departure: the length of the queue of rank r = floor(lo n / 2^32), #{i >= 1: r < u_i}.
+    Both are non-decreasing in u, which makes the coupling monotone.
+    """
     rank = ((lo * c.n.astype(jnp.uint64)) >> 32).astype(jnp.int64)
     U = _rng.uniform_open(lo)
     if replacement:
         # U < (u_i/n)^d  <=>  u_i > n U^(1/d)  <=>  u_i > floor(n U^(1/d)), an integer test.
         thr_arr = jnp.floor(c.n.astype(jnp.float64) * jnp.exp(jnp.log(U) / c.d)).astype(jnp.int64)
         thr = jnp.where(arrival, thr_arr, rank)
-        level = jnp.sum((u[1:] > thr[None]).astype(jnp.int64), axis=0)
-    else:
-        uf = u[1:].astype(jnp.float64)
-        log_g = jax.lax.lgamma(uf + 1) - jax.lax.lgamma(jnp.maximum(uf - c.d, 0.0) + 1) - c.log_cn
-        arr_hit = (uf >= c.d) & (jnp.log(U)[None] < log_g)
-        dep_hit = u[1:] > rank[None]
-        level = jnp.sum(jnp.where(arrival[None], arr_hit, dep_hit).astype(jnp.int64), axis=0)
-    return rng, arrival, level
+        return jnp.sum((u[1:] > thr[None]).astype(jnp.int64), axis=0)
+    uf = u[1:].astype(jnp.float64)
+    log_g = jax.lax.lgamma(uf + 1) - jax.lax.lgamma(jnp.maximum(uf - c.d, 0.0) + 1) - c.log_cn
+    arr_hit = (uf >= c.d) & (jnp.log(U)[None] < log_g)
+    dep_hit = u[1:] > rank[None]
+    return jnp.sum(jnp.where(arrival[None], arr_hit, dep_hit).astype(jnp.int64), axis=0)
 
 
 def _apply(u, arrival, level):
@@ -204,7 +211,8 @@ def _run_chunk(carry, nsteps, c: _Consts, *, replacement: bool, accumulate: bool
     levels = carry["u"].shape[0] - 1
 
     def body(_, s):
-        rng, arrival, level = _step_level(s["rng"], s["u"], c, replacement)
+        rng, arrival, lo = _draw(s["rng"], c)
+        level = _level(s["u"], arrival, lo, c, replacement)
         overflow = s["overflow"] | (arrival & (level == levels))
         u = _apply(s["u"], arrival, level)
         out = dict(s, rng=rng, u=u, overflow=overflow)
