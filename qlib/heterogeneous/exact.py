@@ -23,7 +23,6 @@ conditional inclusion probability crosses 1/2: each direction then damps roundin
 
 from __future__ import annotations
 
-import itertools
 import math
 from dataclasses import dataclass
 
@@ -220,7 +219,7 @@ def stationary_distribution(lam: float, mus: np.ndarray) -> tuple[np.ndarray, np
     if n > 12:
         raise ValueError(f"mus must have at most 12 servers for stationary_distribution; got {n}")
     rho = lam_f / m.sum()
-    sets = np.array(list(itertools.product([False, True], repeat=n)), dtype=bool)
+    sets = _all_sets(n)
     x = lam_f / m
     k = sets.sum(axis=1)
     w = np.array([math.factorial(n - kk) / math.factorial(n) for kk in k])
@@ -284,11 +283,17 @@ def generator_solve(lam: float, mus: np.ndarray, *, queue_cap: int | None = None
     b = np.zeros(N)
     b[0] = 1.0
     pi = splinalg.spsolve(A.tocsc(), b)
-    sets = np.array([[(s >> j) & 1 for j in range(n)] for s in range(nS)], dtype=bool)
+    sets = _all_sets(n)
     ps = pi[:nS].copy()
     ps[full] += pi[nS:].sum()
     qd = np.concatenate([[1.0 - pi[nS:].sum()], pi[nS:]])
     return sets, ps, qd
+
+
+def _all_sets(n: int) -> np.ndarray:
+    """Row s is the busy set with bitmask s (server j busy iff bit j of s is set)."""
+    s = np.arange(1 << n)[:, None]
+    return ((s >> np.arange(n)[None, :]) & 1).astype(bool)
 
 
 def marginals_from_sets(sets: np.ndarray, probs: np.ndarray) -> np.ndarray:

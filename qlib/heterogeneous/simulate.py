@@ -21,6 +21,8 @@ does not depend on how many replicas run beside it or how they are batched.
 from __future__ import annotations
 
 import math
+import os
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import partial
 
@@ -206,7 +208,7 @@ def _run_chunk_bits(carry, thresholds, nsteps, *, policy: str, n: int):
 
 def simulate(lam: float, mus, *, events: int, replicas: int = 1, seed: int = 0, burn_in: int = 0,
              policy: str = "random", chunk: int = 1 << 16, progress: bool = False,
-             kernel: str = "auto") -> SimulationResult:
+             kernel: str = "auto", threads: int | None = None) -> SimulationResult:
     """Simulate ``replicas`` independent copies of the heterogeneous M/M/n for ``events`` steps each.
 
     The model: Poisson(lam) arrivals, server j serves at rate mus[j], an arrival finding idle
@@ -234,44 +236,51 @@ def simulate(lam: float, mus, *, events: int, replicas: int = 1, seed: int = 0, 
         raise ValueError(f"kernel='bits' needs n <= {16 if policy == 'longest_idle' else 32} servers; got {n}")
     use_bits = bits_ok and kernel != "array"
 
-    with jax.enable_x64(True):
-        th = jnp.asarray(thresholds, dtype=jnp.uint64)
-        state = _rng.replica_states(seed, jnp.arange(replicas, dtype=jnp.uint64))
-        q = jnp.zeros((replicas,), jnp.int32)
-        if use_bits:
-            fifo0 = sum((n - 1 - p) << (4 * p) for p in range(n)) if policy == "longest_idle" else 0
-            carry = (state, jnp.zeros((replicas,), jnp.uint32), q,
-                     jnp.full((replicas,), fifo0, jnp.uint64))
-            run = partial(_run_chunk_bits, policy=policy, n=n)
-        else:
-            stamp = jnp.broadcast_to(-1 - jnp.arange(n, dtype=jnp.int32)[:, None], (n, replicas))
-            carry = (state, jnp.zeros((n, replicas), bool), q, jnp.array(stamp))
-            run = partial(_run_chunk, policy=policy)
+    if threads is None:
+        threads = min(os.cpu_count() or 1, 8)
+    threads = _validate.integer("threads", threads, low=1)
+    # replicas are independent streams, so shards can run concurrently (XLA releases the GIL)
+    shards = max(1, min(threads, replicas // 64))
+    bounds = np.linspace(0, replicas, shards + 1).astype(int)
+    sizes = _chunks(burn_in, chunk) + _chunks(events, chunk)
+    n_burn = len(_chunks(burn_in, chunk))
+    bar = None
+    if progress:
+        from tqdm.auto import tqdm
+        bar = tqdm(total=(burn_in + events) * replicas, unit="ev", unit_scale=True)
 
-        sizes = _chunks(burn_in, chunk) + _chunks(events, chunk)
-        n_burn = len(_chunks(burn_in, chunk))
-        bar = None
-        if progress:
-            from tqdm.auto import tqdm
-            bar = tqdm(total=(burn_in + events) * replicas, unit="ev", unit_scale=True)
-        tot_busy = np.zeros((n, replicas))
-        tot_done = np.zeros((n, replicas))
-        tot_q = np.zeros(replicas)
-        tot_arr = np.zeros(replicas)
-        tot_wait = np.zeros(replicas)
-        for ci, s in enumerate(sizes):
-            carry, acc = run(carry, th, jnp.int32(s))
-            if ci >= n_burn:
-                a_busy, a_done, a_q, a_arr, a_wait = (np.asarray(a) for a in acc)
-                tot_busy += a_busy
-                tot_done += a_done
-                tot_q += a_q
-                tot_arr += a_arr
-                tot_wait += a_wait
-            if bar is not None:
-                bar.update(s * replicas)
-        if bar is not None:
-            bar.close()
+    def run_shard(r0: int, r1: int):
+        R = r1 - r0
+        with jax.enable_x64(True):  # thread-local switch: set in every worker
+            th = jnp.asarray(thresholds, dtype=jnp.uint64)
+            state = _rng.replica_states(seed, jnp.arange(r0, r1, dtype=jnp.uint64))
+            q = jnp.zeros((R,), jnp.int32)
+            if use_bits:
+                fifo0 = sum((n - 1 - p) << (4 * p) for p in range(n)) if policy == "longest_idle" else 0
+                carry = (state, jnp.zeros((R,), jnp.uint32), q, jnp.full((R,), fifo0, jnp.uint64))
+                run = partial(_run_chunk_bits, policy=policy, n=n)
+            else:
+                stamp = jnp.broadcast_to(-1 - jnp.arange(n, dtype=jnp.int32)[:, None], (n, R))
+                carry = (state, jnp.zeros((n, R), bool), q, jnp.array(stamp))
+                run = partial(_run_chunk, policy=policy)
+            tot = [np.zeros((n, R)), np.zeros((n, R)), np.zeros(R), np.zeros(R), np.zeros(R)]
+            for ci, s in enumerate(sizes):
+                carry, acc = run(carry, th, jnp.int32(s))
+                if ci >= n_burn:
+                    for t, a in zip(tot, acc):
+                        t += np.asarray(a)
+                if bar is not None:
+                    bar.update(s * R)
+        return tot
+
+    if shards == 1:
+        parts = [run_shard(0, replicas)]
+    else:
+        with ThreadPoolExecutor(shards) as ex:
+            parts = list(ex.map(run_shard, bounds[:-1], bounds[1:]))
+    if bar is not None:
+        bar.close()
+    tot_busy, tot_done, tot_q, tot_arr, tot_wait = (np.concatenate(x, axis=-1) for x in zip(*parts))
 
     inv = np.argsort(perm)
     time = events / Lambda

@@ -1,0 +1,103 @@
+"""Figures for notebook 03 "who works the most?" (Cabral's heterogeneous servers).
+
+Exact values are lines, simulated values are points with 95% confidence intervals.
+"""
+
+from __future__ import annotations
+
+import matplotlib.pyplot as plt
+import numpy as np
+
+from qlib.heterogeneous.explore import Profile, profile
+from qlib.heterogeneous.simulate import SimulationResult
+
+
+def plot_busy_and_work(profiles: list[Profile], sims: list[SimulationResult | None] | None = None):
+    """P_j (left) and mu_j P_j (right) against mu_j, one colour per load; sims add points ± CI."""
+    fig, (a1, a2) = plt.subplots(1, 2, figsize=(10, 4))
+    sims = sims if sims is not None else [None] * len(profiles)
+    for i, (p, s) in enumerate(zip(profiles, sims)):
+        col = f"C{i}"
+        a1.plot(p.mus, p.busy, "-", color=col, label=f"exact, rho = {p.rho:g}")
+        a2.plot(p.mus, p.work, "-", color=col, label=f"exact, rho = {p.rho:g}")
+        if s is not None and s.replicas >= 2:
+            for ax, name in ((a1, "busy_fraction"), (a2, "throughput")):
+                est = s.estimate(name)
+                ax.errorbar(s.mus, est.mean, yerr=est.halfwidth(), fmt="o", ms=4, color=col, capsize=2,
+                            label="simulated ± 95% CI" if (i == 0 and ax is a1) else None)
+    a1.set(xscale="log", xlabel="service rate mu_j", ylabel="P_j = P(server j busy)",
+           title="the faster a server, the less often it is busy")
+    a2.set(xscale="log", yscale="log", xlabel="service rate mu_j", ylabel="mu_j P_j (completions per unit time)",
+           title="... yet the faster it is, the more it works")
+    a1.legend(fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
+def plot_band(p: Profile, ax=None):
+    """For each adjacent pair (l faster than m): the band ((mu_m/mu_l) P_m, P_m) and P_l inside it."""
+    fig = None
+    if ax is None:
+        fig, ax = plt.subplots(figsize=(6, 4))
+    L, M = np.arange(p.n - 1), np.arange(1, p.n)
+    lo, hi = p.mus[M] / p.mus[L] * p.busy[M], p.busy[M]
+    x = np.arange(len(L))
+    ax.vlines(x, lo, hi, lw=6, alpha=0.35, color="C0", label="band ((mu_m/mu_l) P_m, P_m)")
+    ax.plot(x, p.busy[L], "o", color="C3", label="P_l (faster server)")
+    ax.set(xticks=x, xticklabels=[f"{l + 1}|{m + 1}" for l, m in zip(L, M)], xlabel="pair l|m (servers fastest first)",
+           ylabel="probability", title=f"claim 3 at rho = {p.rho:g}, spread {p.spread:g}")
+    if len(x) > 12:
+        ax.set_xticks(x[:: max(1, len(x) // 12)])
+    ax.legend(fontsize=8)
+    return fig if fig is not None else ax.figure
+
+
+def plot_informed(p: Profile, sim_fastest: SimulationResult | None = None, axes=None):
+    """Uninformed (random idle server) vs informed (fastest idle server) customers."""
+    fig = None
+    if axes is None:
+        fig, axes = plt.subplots(1, 2, figsize=(10, 4))
+    a1, a2 = axes
+    j = np.arange(1, p.n + 1)
+    a1.plot(j, p.busy, "o-", label="uninformed (random idle)")
+    a2.plot(j, p.work, "o-", label="uninformed (random idle)")
+    if p.informed_busy is not None:
+        a1.plot(j, p.informed_busy, "s--", label="informed (fastest idle), exact")
+        a2.plot(j, p.informed_work, "s--", label="informed (fastest idle), exact")
+    if sim_fastest is not None and sim_fastest.replicas >= 2:
+        o = np.argsort(-sim_fastest.mus, kind="stable")
+        for ax, name in ((a1, "busy_fraction"), (a2, "throughput")):
+            est = sim_fastest.estimate(name)
+            ax.errorbar(j, est.mean[o], yerr=est.halfwidth()[o], fmt="x", color="C2", capsize=2,
+                        label="informed, simulated ± 95% CI")
+    a1.set(xlabel="server (fastest first)", ylabel="P_j", title="busy probability")
+    a2.set(xlabel="server (fastest first)", ylabel="mu_j P_j", title="work done", yscale="log")
+    a1.legend(fontsize=8)
+    return fig if fig is not None else a1.figure
+
+
+def explorer_figure(n: int, spread: float, rho: float, sim: SimulationResult | None = None):
+    """The slider figure: exact P_j and mu_j P_j, the band, and informed vs uninformed."""
+    p = profile(n, spread, rho)
+    fig, axes = plt.subplots(1, 3, figsize=(14, 3.8))
+    axes[0].plot(p.mus, p.busy, "o-", label="P_j")
+    axes[0].plot(p.mus, p.work / p.mus.max(), "s-", label="mu_j P_j / max mu")
+    if sim is not None and sim.replicas >= 2:
+        for name, scale in (("busy_fraction", 1.0), ("throughput", 1 / p.mus.max())):
+            est = sim.estimate(name)
+            axes[0].errorbar(sim.mus, est.mean * scale, yerr=est.halfwidth() * scale, fmt="k.", capsize=2)
+    axes[0].set(xscale="log", xlabel="mu_j", title=f"n={p.n}, lam={p.lam:.3g}, P(wait)={p.wait:.3f}")
+    axes[0].legend(fontsize=8)
+    plot_band(p, ax=axes[1])
+    if p.informed_busy is not None:
+        j = np.arange(1, p.n + 1)
+        axes[2].plot(j, p.busy, "o-", label="uninformed")
+        axes[2].plot(j, p.informed_busy, "s--", label="informed (fastest idle)")
+        axes[2].set(xlabel="server (fastest first)", ylabel="P_j", title="informed vs uninformed")
+        axes[2].legend(fontsize=8)
+    else:
+        axes[2].text(0.5, 0.5, f"informed policy: exact solve only for n <= 10", ha="center",
+                     transform=axes[2].transAxes)
+        axes[2].set_axis_off()
+    fig.tight_layout()
+    return fig
