@@ -1,0 +1,520 @@
+"""Mixing time of the supermarket model by the monotone coupling of its count chain.
+
+Model: the count chain u_i = #queues with length >= i of :mod:`qlib.supermarket.engine`
+(n queues, Exp(1) service, arrivals at rate lam n joining the shortest of d sampled queues),
+uniformised at rate n(1 + lam): one unit of model time is (1 + lam) n steps.
+
+Coupling (MODELS.md): feed several copies of the chain the SAME draws (arrival or not, and
+the low 32 bits that are the arrival uniform U or the departure rank r). The level an event
+touches is non-decreasing in u, so u <= u' componentwise before a step implies it after.
+Hence a chain from any start between a bottom (all queues empty) and a top (all queues at
+``top_length``) stays sandwiched, and once bottom and top coincide every start in between has
+coalesced with them. With T_meet the meeting time of bottom and top,
+
+    d_TV(law of u(t) from x, pi) <= P(T_meet > t) + pi(some queue longer than top_length)
+
+for every x between bottom and top (the second term is the stationary mass the top does not
+dominate; it is negligible once ``top_length`` >= k + 2).
+
+The total number of customers D = sum_i (u'_i - u_i) between two ordered coupled chains never
+increases: arrivals add one customer to both, and a departure removes one from the top alone
+exactly when its rank r lands on a queue that is busy in the top and idle in the bottom
+(u_1 <= r < u'_1). The chains meet when D = 0, which is how the meeting is detected (for free).
+
+Public API: :func:`meeting_times`, :func:`coupled_paths` (trajectories of several coupled
+starts), :func:`l1_distance`, :func:`tv_distance`, :func:`tv_noise_floor`, and the small-n
+oracle :func:`exact_coupling` (exact meeting-time law and marginal laws on the pair chain).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import partial
+from typing import Any, Sequence
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from qlib import _rng
+from qlib import _validate as V
+from qlib.supermarket import engine as E
+from qlib.supermarket.theory import all_sampled_at_least
+
+__all__ = ["meeting_times", "coupled_paths", "CoupledPaths", "l1_distance", "tv_distance",
+           "tv_noise_floor", "exact_coupling", "ExactCoupling"]
+
+_BLOCK = 256  # steps between "has every replica met?" checks inside the jitted loop
+
+
+# --------------------------------------------------------------------------- helpers
+
+def _resolve_starts(n: int, d: int, lam: float, starts: Sequence[Any], replacement: bool,
+                    replicas: int) -> list[np.ndarray]:
+    """Each start as counts of shape (levels+1, replicas), padded to a common number of levels."""
+    us = []
+    for j, s in enumerate(starts):
+        try:
+            u = E.initial_counts(n, d, lam, s, replacement)
+        except ValueError as e:
+            raise ValueError(f"starts[{j}]: {e}") from None
+        if u.ndim == 2 and u.shape[0] != replicas:
+            raise ValueError(f"starts[{j}] has one row per replica, so it needs {replicas} rows; got {u.shape[0]}")
+        us.append(np.broadcast_to(u if u.ndim == 2 else u[None], (replicas, u.shape[-1])))
+    top = max(u.shape[1] for u in us)
+    return [np.pad(u, ((0, 0), (0, top - u.shape[1]))).T.astype(np.int64) for u in us]
+
+
+def _check_ordered(lower: np.ndarray, upper: np.ndarray, what: str) -> None:
+    if np.any(lower > upper):
+        raise ValueError(f"{what}: the lower start must be <= the upper start in every count u_i "
+                         "(the coupling sandwiches only ordered starts)")
+
+
+def _pad_replicas(u: np.ndarray, R: int) -> np.ndarray:
+    """(L+1, replicas) -> (L+1, R): padded replicas copy the last real column (real streams)."""
+    return np.pad(u, ((0, 0), (0, R - u.shape[1])), mode="edge")
+
+
+def _bar(total: int, show: bool, desc: str):
+    if not show:
+        return None
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, unit="step", unit_scale=True, desc=desc, leave=False)
+
+
+# --------------------------------------------------------------------------- meeting times
+
+@partial(jax.jit, static_argnames=("replacement", "ordered"))
+def _meet_chunk(carry, t_end, c: E._Consts, *, replacement: bool, ordered: bool):
+    """Advance both chains until step ``t_end``, every replica met, or a queue overflows.
+
+    The check runs every ``_BLOCK`` steps (a cross-replica reduction per step would cost as
+    much as the step); a met replica keeps running harmlessly (its chains stay equal).
+    """
+    levels = carry["lo"].shape[0] - 1
+
+    def step(_, s):
+        rng, arrival, lo = E._draw(s["rng"], c)
+        lb = E._level(s["lo"], arrival, lo, c, replacement)
+        lt = E._level(s["hi"], arrival, lo, c, replacement)
+        overflow = s["overflow"] | (arrival & ((lt == levels) | (lb == levels)))
+        # D loses one when the top's departure is real and the bottom's is not (see module doc).
+        dD = jnp.where(arrival, 0, (lt > 0).astype(jnp.int64) - (lb > 0).astype(jnp.int64))
+        D = s["D"] - dD
+        t = s["t"] + 1
+        ulo, uhi = E._apply(s["lo"], arrival, lb), E._apply(s["hi"], arrival, lt)
+        met = (D == 0) if ordered else jnp.all(ulo == uhi, axis=0)
+        T = jnp.where((s["T"] < 0) & met, t, s["T"])
+        return dict(rng=rng, lo=ulo, hi=uhi, D=D, T=T, t=t, overflow=overflow)
+
+    def block(s):
+        # A static trip count lets XLA unroll the step: ~1.8x faster at few replicas.
+        return jax.lax.fori_loop(0, _BLOCK, step, s, unroll=4)
+
+    def cond(s):
+        return (s["t"] < t_end) & jnp.any(s["T"] < 0) & ~jnp.any(s["overflow"])
+
+    return jax.lax.while_loop(cond, block, carry)
+
+
+def meeting_times(n: int, d: int, lam: float, *, replicas: int, seed: int, top_length: int,
+                  max_steps: int, replacement: bool = True, bottom: Any = "empty",
+                  top: Any = None, ordered: bool = True, levels: int | None = None,
+                  progress: bool | None = None) -> np.ndarray:
+    """Meeting times of the monotone coupling from the bottom and the top start.
+
+    ``n``, ``d``, ``lam`` and ``replacement`` are the supermarket model's parameters (see
+    :func:`qlib.supermarket.simulate`). Two count chains are driven by the same draws: the
+    bottom one starts at ``bottom`` (default: all queues empty), the top one at ``top``
+    (default: all n queues at length ``top_length``); ``bottom <= top`` is required. Returns a
+    float array of shape (replicas,): for each replica the number of jump-chain steps until
+    the two chains coincide (one unit of model time is (1 + lam) n steps), ``inf`` if they
+    have not met within ``max_steps``. With ``ordered=False`` the two starts need not be
+    ordered (e.g. a good start against a stationary sample, one row per replica): the meeting
+    is then detected by equality of all counts at every step; d_TV(law from bottom at t,
+    law from top at t) <= P(T_meet > t) still holds (the coupling inequality). P(T_meet > t) bounds the total-variation distance to
+    equilibrium at step t from every start in between (module docstring).
+
+    Replica r uses the stream ``_rng.replica_states(seed, r)``, so its meeting time does not
+    depend on ``replicas``; the same seed gives the same array. ``levels`` (the initial number
+    of tracked lengths) only affects speed: it grows when a queue would pass it.
+    """
+    n, d, lam, replacement = E.check_parameters(n, d, lam, replacement)
+    replicas = V.integer("replicas", replicas, low=1)
+    seed = V.integer("seed", seed, low=0, high=2**63 - 1)
+    top_length = V.integer("top_length", top_length, low=0)
+    max_steps = V.integer("max_steps", max_steps, low=1, high=2**62)
+    if top is None:
+        top = E.counts_all_at(n, top_length)
+    lo0, hi0 = _resolve_starts(n, d, lam, [bottom, top], replacement, replicas)
+    if not isinstance(ordered, (bool, np.bool_)):
+        raise ValueError(f"ordered must be True or False; got {ordered!r}")
+    if ordered:
+        _check_ordered(lo0, hi0, "bottom/top")
+    L0 = lo0.shape[0] - 1
+    L = max(L0 + 3, 4) if levels is None else V.integer("levels", levels, low=L0)
+    if progress is None:
+        progress = max_steps * replicas >= 2e9
+    with jax.enable_x64(True):
+        return _meeting_times(n, d, lam, replicas, seed, max_steps, replacement, lo0, hi0, L, progress,
+                              bool(ordered))
+
+
+def _meeting_times(n, d, lam, replicas, seed, max_steps, replacement, lo0, hi0, L, progress, ordered):
+    # One device, no sharding: the meeting time is a long sequential run of few replicas, and
+    # a cross-device "all met?" reduction every block costs more than it saves (measured 4x).
+    R = replicas
+    D0 = (hi0 - lo0).sum(axis=0) if ordered else np.abs(hi0 - lo0).sum(axis=0)
+    carry = {
+        "rng": _rng.replica_states(seed, jnp.arange(R)),
+        "lo": E._pad_levels(jnp.asarray(lo0), L),
+        "hi": E._pad_levels(jnp.asarray(hi0), L),
+        "D": jnp.asarray(D0, jnp.int64),
+        "T": jnp.where(jnp.asarray(D0) == 0, 0, -1).astype(jnp.int64),
+        "t": jnp.int64(0),
+        "overflow": jnp.zeros(R, bool),
+    }
+    c = E._consts(n, d, lam)
+    bar = _bar(max_steps, progress, "meeting times")
+    t = 0
+    # Chunks grow from ~2^24 replica-level updates (live progress bar, little dispatch
+    # overhead); chunk ends are multiples of the block, so a run may pass max_steps by less
+    # than one block (those meetings are reported as inf).
+    chunk = max(1, 2**24 // max(1, R * L * _BLOCK)) * _BLOCK
+    while t < max_steps and bool(jnp.any(carry["T"] < 0)):
+        t_end = min(-(-max_steps // _BLOCK) * _BLOCK, t + chunk)
+        while True:
+            out = _meet_chunk(carry, jnp.int64(t_end), c, replacement=replacement, ordered=ordered)
+            if not bool(jnp.any(out["overflow"])):
+                break
+            L = L + max(4, L // 2)  # grow the levels and rerun the chunk from its saved start
+            carry = {**carry, "lo": E._pad_levels(carry["lo"], L), "hi": E._pad_levels(carry["hi"], L)}
+        carry = out
+        new_t = int(out["t"])
+        if bar is not None:
+            bar.update(min(new_t, max_steps) - t)
+            bar.set_postfix(met=f"{int(jnp.sum(out['T'] >= 0))}/{replicas}")
+        t = new_t
+        chunk = min(chunk * 2, 2**22)
+    if bar is not None:
+        bar.close()
+    T = np.asarray(carry["T"]).astype(float)
+    T[(T < 0) | (T > max_steps)] = np.inf
+    return T
+
+
+# --------------------------------------------------------------------------- coupled paths
+
+@dataclass(frozen=True)
+class CoupledPaths:
+    """Trajectories of several coupled chains (the same draws drive every chain).
+
+    ``counts[c, r, f, i]`` is u_i of chain c (in the order of ``starts``) in replica r at step
+    ``times[f]`` (times[0] = 0, then every ``record_every`` steps). One unit of model time is
+    (1 + lam) n steps.
+    """
+
+    n: int
+    d: int
+    lam: float
+    seed: int
+    replacement: bool
+    times: np.ndarray
+    counts: np.ndarray
+
+    @property
+    def model_time(self) -> np.ndarray:
+        """``times`` in units of model time (mean service times)."""
+        return self.times / ((1.0 + self.lam) * self.n)
+
+
+@partial(jax.jit, static_argnames=("replacement", "frames"))
+def _paths_chunk(carry, every, c: E._Consts, *, replacement: bool, frames: int):
+    """``frames`` frames of ``every`` steps each for chains u of shape (C, L+1, R)."""
+    levels = carry["u"].shape[1] - 1
+    level_all = jax.vmap(lambda u, a, lo: E._level(u, a, lo, c, replacement), in_axes=(0, None, None))
+    apply_all = jax.vmap(E._apply, in_axes=(0, None, 0))
+
+    def step(_, s):
+        rng, arrival, lo = E._draw(s["rng"], c)
+        lv = level_all(s["u"], arrival, lo)
+        overflow = s["overflow"] | jnp.any(arrival[None] & (lv == levels), axis=0)
+        return dict(rng=rng, u=apply_all(s["u"], arrival, lv), overflow=overflow)
+
+    def frame(s, _):
+        s = jax.lax.fori_loop(jnp.int64(0), every, step, s)
+        return s, s["u"]
+
+    return jax.lax.scan(frame, carry, None, length=frames)
+
+
+def coupled_paths(n: int, d: int, lam: float, starts: Sequence[Any], *, steps: int, replicas: int,
+                  seed: int, record_every: int = 1, replacement: bool = True,
+                  levels: int | None = None, progress: bool | None = None) -> CoupledPaths:
+    """Run one coupled chain per entry of ``starts`` and record all of them.
+
+    Each start is anything :func:`qlib.supermarket.initial_counts` accepts ("empty", "fluid",
+    counts, queue lengths, one row per replica). Every chain of replica r is driven by the
+    same stream ``_rng.replica_states(seed, r)`` as :func:`meeting_times`, so the first frame
+    at which two of these chains agree is the meeting time that function reports. Frames are
+    taken at steps 0, ``record_every``, ..., ``steps`` (``steps`` must be a multiple of
+    ``record_every``). Each chain alone is the supermarket count chain (tested).
+    """
+    n, d, lam, replacement = E.check_parameters(n, d, lam, replacement)
+    if isinstance(starts, (str, np.ndarray)) or not isinstance(starts, Sequence) or len(starts) < 1:
+        raise ValueError("starts must be a non-empty list of initial states; got "
+                         f"{type(starts).__name__}")
+    replicas = V.integer("replicas", replicas, low=1)
+    seed = V.integer("seed", seed, low=0, high=2**63 - 1)
+    record_every = V.integer("record_every", record_every, low=1)
+    steps = V.integer("steps", steps, low=record_every)
+    if steps % record_every:
+        raise ValueError(f"steps must be a multiple of record_every = {record_every}; got {steps}")
+    u0 = _resolve_starts(n, d, lam, starts, replacement, replicas)
+    L0 = u0[0].shape[0] - 1
+    L = max(L0 + 3, 4) if levels is None else V.integer("levels", levels, low=L0)
+    nframes = steps // record_every
+    if progress is None:
+        progress = steps * replicas * len(starts) >= 2e9
+    with jax.enable_x64(True):
+        counts = _coupled_paths(n, d, lam, u0, replicas, seed, record_every, nframes, replacement, L, progress)
+    times = np.arange(nframes + 1, dtype=np.int64) * record_every
+    return CoupledPaths(n=n, d=d, lam=lam, seed=seed, replacement=replacement, times=times, counts=counts)
+
+
+def _coupled_paths(n, d, lam, u0, replicas, seed, every, nframes, replacement, L, progress):
+    # One device, as for meeting_times: at the replica counts used here, sharding over host
+    # devices costs more in per-step synchronisation than it gains.
+    R = replicas
+    u_init = np.stack([_pad_replicas(u, R) for u in u0])  # (C, L0+1, R)
+    pad3 = lambda a, L: jnp.pad(a, ((0, 0), (0, L + 1 - a.shape[1]), (0, 0)))  # noqa: E731
+    carry = {"rng": _rng.replica_states(seed, jnp.arange(R)),
+             "u": pad3(jnp.asarray(u_init), L),
+             "overflow": jnp.zeros(R, bool)}
+    c = E._consts(n, d, lam)
+    frames = [np.asarray(carry["u"])]
+    # Frames per call: a fixed size (one compile) of ~2^24 chain-level updates.
+    per = int(max(1, min(nframes, 2**24 // max(1, every * R * len(u0) * L))))
+    bar = _bar(nframes * every, progress, "coupled paths")
+    done = 0
+    while done < nframes:
+        while True:
+            out, us = _paths_chunk(carry, jnp.int64(every), c, replacement=replacement, frames=per)
+            if not bool(jnp.any(out["overflow"])):
+                break
+            L = L + max(4, L // 2)
+            carry = {**carry, "u": pad3(carry["u"], L)}
+            frames = [pad3(f, L) for f in frames]
+        carry = out
+        take = min(per, nframes - done)  # the last call may run past the end: drop extra frames
+        frames.extend(np.asarray(us[:take]))
+        done += take
+        if bar is not None:
+            bar.update(take * every)
+    if bar is not None:
+        bar.close()
+    Lmax = max(f.shape[1] for f in frames)
+    arr = np.stack([np.pad(np.asarray(f), ((0, 0), (0, Lmax - f.shape[1]), (0, 0))) for f in frames])
+    # (F, C, L+1, R) -> (C, R, F, L+1), real replicas only
+    return np.ascontiguousarray(arr.transpose(1, 3, 0, 2)[:, :replicas])
+
+
+# --------------------------------------------------------------------------- estimators
+
+def l1_distance(counts_a: Any, counts_b: Any) -> np.ndarray:
+    """L1 distance sum_{i>=1} |u_i - u'_i| between two count vectors (last axis = levels).
+
+    It equals sum_j |q_(j) - q'_(j)| for the two vectors of queue lengths sorted in the same
+    order (the cheapest way to move customers from one state to the other); for ordered
+    coupled chains it is the excess number of customers D of the upper one. The shorter
+    vector is padded with zeros.
+    """
+    a, b = np.asarray(counts_a), np.asarray(counts_b)
+    if a.shape[:-1] != b.shape[:-1] or a.ndim < 1:
+        raise ValueError(f"counts_a and counts_b must agree except in their last (level) axis; got "
+                         f"{a.shape} and {b.shape}")
+    m = max(a.shape[-1], b.shape[-1])
+    pad = lambda x: np.pad(x, [(0, 0)] * (x.ndim - 1) + [(0, m - x.shape[-1])])  # noqa: E731
+    return np.abs(pad(a).astype(np.int64) - pad(b).astype(np.int64))[..., 1:].sum(axis=-1)
+
+
+def _law(values: np.ndarray, edges: np.ndarray) -> np.ndarray:
+    idx = np.searchsorted(edges, values, side="right") - 1
+    return np.bincount(idx.ravel(), minlength=edges.size - 1)[: edges.size - 1] / values.size
+
+
+def tv_distance(samples: Any, reference: Any, *, reference_is_pmf: bool = False,
+                bins: int | None = None) -> np.ndarray:
+    """Total-variation distance between the empirical law of integer ``samples`` and a reference.
+
+    ``samples`` has the replicas on its LAST axis (e.g. u_k(t) over replicas, shape
+    (times, replicas)); one distance is returned per leading index. ``reference`` is either a
+    sample of the reference law (e.g. u_k in equilibrium, any shape) or, with
+    ``reference_is_pmf``, its probability mass function on 0, 1, 2, ....
+
+    ``bins``: group the values into that many cells of (nearly) equal reference mass (cut at
+    reference quantiles) before comparing: the TV of grouped laws is a LOWER bound on the TV
+    of the laws themselves, and grouping keeps the sampling noise (see :func:`tv_noise_floor`)
+    small when the values are spread over many integers (u_k at large n).
+    """
+    x = np.asarray(samples)
+    if x.ndim < 1 or x.shape[-1] < 1 or not np.issubdtype(x.dtype, np.number) or np.any(~np.isfinite(x)):
+        raise ValueError("samples must be a finite numeric array with replicas on the last axis")
+    ref = np.asarray(reference, dtype=float)
+    if reference_is_pmf:
+        if ref.ndim != 1 or np.any(ref < 0) or abs(ref.sum() - 1) > 1e-8:
+            raise ValueError("reference must be a 1-D probability vector (non-negative, sum 1) when reference_is_pmf")
+        if bins is not None:
+            raise ValueError("bins is only supported with a reference sample, not a pmf; got bins="
+                             f"{bins}")
+        edges = np.arange(max(ref.size, int(x.max()) + 1) + 1) - 0.5
+        p_ref = np.pad(ref, (0, edges.size - 1 - ref.size))
+    else:
+        if ref.size < 1 or np.any(~np.isfinite(ref)):
+            raise ValueError("reference must be a non-empty finite sample")
+        if bins is None:
+            lo, hi = min(x.min(), ref.min()), max(x.max(), ref.max())
+            edges = np.arange(np.floor(lo), np.floor(hi) + 2) - 0.5
+        else:
+            bins = V.integer("bins", bins, low=1)
+            qs = np.unique(np.quantile(ref, np.linspace(0, 1, bins + 1)[1:-1], method="higher"))
+            edges = np.concatenate([[-np.inf], qs - 0.5, [np.inf]])
+        p_ref = _law(ref.ravel(), edges)
+    flat = x.reshape(-1, x.shape[-1])
+    out = np.array([0.5 * np.abs(_law(row, edges) - p_ref).sum() for row in flat])
+    return out.reshape(x.shape[:-1])
+
+
+def tv_noise_floor(pmf: Any, size: int, reference_size: int | None = None) -> float:
+    """Upper bound on the expected upward bias of :func:`tv_distance` from finite samples.
+
+    With ``size`` samples of a law p, E|p_hat_j - p_j| <= sqrt(p_j (1 - p_j)/size), so the
+    empirical TV exceeds the true one by at most 0.5 sum_j sqrt(p_j(1 - p_j)/size) on average
+    (plus the same term for a reference sample of ``reference_size``). Deviations beyond that
+    are sub-Gaussian: one sample moves the TV by at most 1/size (McDiarmid).
+    """
+    p = np.asarray(pmf, dtype=float)
+    size = V.integer("size", size, low=1)
+    f = 0.5 * np.sqrt(p * (1 - p) / size).sum()
+    if reference_size is not None:
+        f += 0.5 * np.sqrt(p * (1 - p) / V.integer("reference_size", reference_size, low=1)).sum()
+    return float(f)
+
+
+# --------------------------------------------------------------------------- small-n oracle
+
+@dataclass(frozen=True)
+class ExactCoupling:
+    """Exact law of the coupled pair (bottom, top) for small n (see :func:`exact_coupling`).
+
+    ``survival[t]`` = P(T_meet > t), t = 0..steps; ``mean`` = E[T_meet]; ``bottom_law[t, v]``
+    and ``top_law[t, v]`` = P(u_level = v) for each chain at step t.
+    """
+
+    survival: np.ndarray
+    mean: float
+    bottom_law: np.ndarray
+    top_law: np.ndarray
+    states: int
+
+
+def _level_exact(u: tuple, arrival: bool, x: float, n: int, g) -> int:
+    """The engine's level rule in exact arithmetic: x is U (arrival) or the rank r (departure)."""
+    if arrival:
+        return sum(1 for ui in u if x < g[ui])
+    return sum(1 for ui in u if x < ui)
+
+
+def exact_coupling(n: int, d: int, lam: float, *, bottom: Sequence[int], top: Sequence[int],
+                   steps: int, level: int = 1, cap: int = 12, replacement: bool = True) -> ExactCoupling:
+    """Exact meeting-time law of the monotone coupling, for small n (the test oracle).
+
+    The pair (bottom, top) of count vectors u_1..u_cap is a Markov chain: with probability
+    lam/(1+lam) both see the same arrival uniform U, otherwise the same departure rank r,
+    uniform on {0..n-1}. Levels touched are as in the engine: #{i: U < g(u_i)} and
+    #{i: r < u_i}. For each event, the pair's next state is constant on the intervals between
+    the breakpoints g(u_i), g(u'_i), so transition probabilities are exact interval lengths.
+    Arrivals at length ``cap`` are lost (keep ``cap`` well above every length you expect).
+    ``bottom``/``top`` are counts u_0..u_m (u_0 = n). Returns an :class:`ExactCoupling`.
+    """
+    import scipy.sparse as sp
+    import scipy.sparse.linalg as spla
+
+    n, d, lam, replacement = E.check_parameters(n, d, lam, replacement)
+    steps = V.integer("steps", steps, low=0)
+    cap = V.integer("cap", cap, low=1, high=40)
+    level = V.integer("level", level, low=1, high=cap)
+    if n > 6:
+        raise ValueError(f"n must be an integer in [1, 6] for the exact pair chain; got {n}")
+    g = all_sampled_at_least(np.arange(n + 1) / n, d, replacement=replacement, n=n)
+
+    def norm(u):
+        u = list(np.asarray(u, dtype=int)[1:]) + [0] * cap
+        if any(x > n for x in u) or np.any(np.diff(u) > 0):
+            raise ValueError("bottom and top must be counts u_0..u_m with u_0 = n, non-increasing")
+        return tuple(int(v) for v in u[:cap])
+
+    def move(u, arrival, lv):
+        u = list(u)
+        if arrival:
+            if lv < cap:
+                u[lv] += 1  # u_{lv+1}: index lv in u_1..u_cap
+        elif lv >= 1:
+            u[lv - 1] -= 1
+        return tuple(u)
+
+    pa = lam / (1 + lam)
+    start = (norm(bottom), norm(top))
+    if any(a > b for a, b in zip(*start)):
+        raise ValueError("bottom must be <= top in every count")
+    index, states, trans = {start: 0}, [start], []
+    j = 0
+    while j < len(states):
+        lo, hi = states[j]
+        out: dict = {}
+        if True:  # met pairs keep moving (together): their marginals still evolve
+            cuts = sorted({0.0, 1.0} | {float(g[v]) for v in lo + hi})
+            for a, b in zip(cuts[:-1], cuts[1:]):
+                if b > a:
+                    x = (a + b) / 2
+                    nxt = (move(lo, True, _level_exact(lo, True, x, n, g)),
+                           move(hi, True, _level_exact(hi, True, x, n, g)))
+                    out[nxt] = out.get(nxt, 0.0) + pa * (b - a)
+            for r in range(n):
+                nxt = (move(lo, False, _level_exact(lo, False, r, n, g)),
+                       move(hi, False, _level_exact(hi, False, r, n, g)))
+                out[nxt] = out.get(nxt, 0.0) + (1 - pa) / n
+        for s, p in out.items():
+            if s not in index:
+                index[s] = len(states)
+                states.append(s)
+            trans.append((j, index[s], p))
+        j += 1
+        if len(states) > 300_000:
+            raise ValueError(f"n = {n}, cap = {cap}: the pair chain has too many states; lower cap")
+    S = len(states)
+    rows, cols, vals = zip(*trans)
+    P = sp.csr_matrix((vals, (rows, cols)), shape=(S, S))
+    met = np.array([lo == hi for lo, hi in states])
+    # E[T] from the start: (I - Q) m = 1 on the unmet states
+    keep = np.nonzero(~met)[0]
+    mean = 0.0
+    if not met[0]:
+        Q = P[keep][:, keep]
+        m = spla.spsolve((sp.identity(keep.size) - Q).tocsc(), np.ones(keep.size))
+        mean = float(m[0])
+    u_lo = np.array([lo[level - 1] for lo, _ in states])
+    u_hi = np.array([hi[level - 1] for _, hi in states])
+    PT = P.T.tocsr()
+    mu = np.zeros(S)
+    mu[0] = 1.0
+    surv, blaw, tlaw = [], [], []
+    for _ in range(steps + 1):
+        surv.append(mu[~met].sum())
+        blaw.append(np.bincount(u_lo, weights=mu, minlength=n + 1))
+        tlaw.append(np.bincount(u_hi, weights=mu, minlength=n + 1))
+        mu = PT @ mu
+    return ExactCoupling(survival=np.array(surv), mean=mean, bottom_law=np.array(blaw),
+                         top_law=np.array(tlaw), states=S)
