@@ -62,13 +62,15 @@ def exact_stationary(n: int, d: int, lam: float, cap: int, *, replacement: bool 
     S = len(states)
     Q = sp.csr_matrix((vals, (rows, cols)), shape=(S, S))
     Q = Q - sp.diags(np.asarray(Q.sum(axis=1)).ravel())
-    # pi Q = 0 with sum(pi) = 1: replace one balance equation by the normalisation.
+    # pi Q = 0: replace the balance equation of state 0 by pi_0 = 1 (a unit row keeps the LU
+    # sparse, where a row of ones would fill it in), then normalise.
     A = Q.T.tolil()
-    A[0, :] = np.ones(S)
+    A[0, :] = 0.0
+    A[0, 0] = 1.0
     b = np.zeros(S)
     b[0] = 1.0
     pi = spla.spsolve(A.tocsc(), b)
-    return counts[:, : cap + 1], pi
+    return counts[:, : cap + 1], pi / pi.sum()
 
 
 def exact_tail_fraction(n: int, d: int, lam: float, levels: int, *, replacement: bool = True,

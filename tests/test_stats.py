@@ -1,0 +1,48 @@
+"""The error bars themselves: coverage of replica and batch-means intervals."""
+
+import numpy as np
+import pytest
+from scipy import stats as st
+from scipy.signal import lfilter
+
+from qlib import stats
+
+
+def test_interval_matches_scipy():
+    x = np.random.default_rng(0).normal(3, 2, size=30)
+    est = stats.replica_mean(x)
+    lo, hi = est.interval(0.9)
+    ref = st.t.interval(0.9, 29, loc=x.mean(), scale=st.sem(x))
+    np.testing.assert_allclose([lo, hi], ref, rtol=1e-12)
+
+
+def test_replica_interval_coverage():
+    rng = np.random.default_rng(1)
+    hits = 0
+    trials = 2000
+    for _ in range(trials):
+        lo, hi = stats.replica_mean(rng.exponential(size=20)).interval(0.95)
+        hits += lo <= 1.0 <= hi
+    # exponential data: t-intervals undercover a little; binomial SE of the rate is 0.005
+    assert 0.91 < hits / trials < 0.97
+
+
+def test_batch_means_coverage_on_ar1():
+    rng = np.random.default_rng(2)
+    phi, hits, trials = 0.9, 0, 300
+    for _ in range(trials):
+        e = rng.normal(size=20_000)
+        e[0] /= np.sqrt(1 - phi**2)  # start in the stationary law
+        x = lfilter([1.0], [1.0, -phi], e)
+        lo, hi = stats.batch_means(x, batches=20).interval(0.95)
+        hits += lo <= 0.0 <= hi
+    assert 0.90 < hits / trials <= 0.99  # correlated data, still honest
+
+
+def test_bad_arguments():
+    with pytest.raises(ValueError, match="replicas"):
+        stats.replica_mean(np.ones(1))
+    with pytest.raises(ValueError, match="batches"):
+        stats.batch_means(np.ones(10), batches=1)
+    with pytest.raises(ValueError, match="level"):
+        stats.replica_mean(np.ones(3)).interval(1.5)

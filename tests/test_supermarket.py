@@ -1,0 +1,242 @@
+"""The supermarket engine against exact oracles: small-n exact solve, M/M/1, identities,
+the fluid fixed point, and a direct queue-vector simulation.
+
+Tolerances are multiples of the run's own standard error (over replicas), at fixed seeds, so
+each test can fail and none flakes: with 5 SE and >= 24 replicas a correct engine fails a
+given comparison with probability < 1e-4, and the seeds are fixed.
+"""
+
+import math
+
+import numpy as np
+import pytest
+
+import qlib.supermarket as sm
+from qlib import stats
+from qlib.supermarket import engine
+
+Z = 5.0
+
+
+def assert_within(est: stats.Estimate, exact, *, z=Z, floor=1e-9, what=""):
+    exact = np.asarray(exact, dtype=float)
+    m = min(est.mean.size, exact.size)
+    mean, se, ex = est.mean[:m], est.stderr[:m], exact[:m]
+    bad = np.abs(mean - ex) > z * se + floor
+    assert not bad.any(), (f"{what}: levels {np.nonzero(bad)[0]} off: mean {mean[bad]}, exact {ex[bad]}, "
+                           f"se {se[bad]}")
+
+
+@pytest.mark.parametrize("replacement", [True, False])
+@pytest.mark.parametrize("n,d,lam", [(2, 2, 0.6), (3, 2, 0.8), (4, 3, 0.9), (3, 3, 0.5)])
+def test_matches_exact_small_n(n, d, lam, replacement):
+    exact = sm.exact_tail_fraction(n, d, lam, 8, replacement=replacement)
+    r = sm.simulate(n, d, lam, steps=60_000, replicas=32, seed=11, burn_in=2_000,
+                    replacement=replacement, levels=10)
+    est = r.tail_fraction_estimate()
+    assert_within(est, exact, what=f"n={n} d={d} lam={lam} replacement={replacement}")
+    # the comparison has teeth: the other sampling mode is distinguishable where they differ
+    if not replacement and d <= n:
+        other = sm.exact_tail_fraction(n, d, lam, 8, replacement=True)
+        assert np.any(np.abs(est.mean[:9] - other) > Z * est.stderr[:9])
+
+
+def test_d1_is_independent_mm1_queues():
+    lam = 0.7
+    r = sm.simulate(50, 1, lam, steps=100_000, replicas=24, seed=3, burn_in=20_000, initial="fluid")
+    est = r.tail_fraction_estimate()
+    assert_within(est, lam ** np.arange(est.mean.size), what="M/M/1")
+
+
+def test_exact_oracle_itself_on_mm1_and_identity():
+    # d = 1: the exact solve must reproduce P(length >= i) = lam^i.
+    ex = sm.exact_tail_fraction(3, 1, 0.5, 6)
+    np.testing.assert_allclose(ex, 0.5 ** np.arange(7), atol=1e-10)
+    # E[u_1] = lam n holds exactly in any stationary law.
+    for rep in (True, False):
+        ex = sm.exact_tail_fraction(4, 2, 0.85, 5, replacement=rep)
+        assert abs(ex[1] - 0.85) < 1e-10
+
+
+def test_mean_busy_fraction_is_lam():
+    # Little/flow balance: E[u_1] = lam n, any n and d.
+    lam = 0.9
+    r = sm.simulate(1000, 5, lam, steps=400_000, replicas=24, seed=5, burn_in=50_000, initial="fluid")
+    est = stats.replica_mean(r.tail_fraction[:, 1])
+    assert abs(est.mean - lam) < Z * est.stderr, (est.mean, est.stderr)
+    assert est.stderr < 2e-3  # the check is sharp, not vacuous
+
+
+def test_second_identity_from_snapshots():
+    # E[u_2] = lam n E[(u_1/n)^d]: both sides from the same run (snapshots every 97 steps).
+    n, d, lam = 200, 3, 0.85
+    r = sm.simulate(n, d, lam, steps=200_000, replicas=24, seed=6, burn_in=20_000, initial="fluid",
+                    record_every=97)
+    lhs = r.trajectory[:, :, 2].mean(axis=1) / n
+    rhs = lam * ((r.trajectory[:, :, 1] / n) ** d).mean(axis=1)
+    est = stats.replica_mean(lhs - rhs)
+    assert abs(est.mean) < Z * est.stderr
+
+
+def test_large_n_stays_at_fluid_fixed_point():
+    n, d, lam = 10**6, 10, 0.9
+    r = sm.simulate(n, d, lam, steps=2_000_000, replicas=4, seed=7, initial="fluid")
+    est = r.tail_fraction_estimate()
+    fp = sm.fluid_fixed_point(d, lam, r.levels)
+    # 5 SE plus the O(1/n) finite-n bias of the stationary mean (refined mean field), 20/n.
+    dev = np.abs(est.mean - fp)
+    assert np.all(dev < Z * est.stderr + 20 / n), (est.mean, fp)
+    assert np.all(np.abs(r.counts / n - fp) < 1e-2)
+
+
+def test_fluid_trajectory_converges_to_fixed_point():
+    for rep, kw in ((True, {}), (False, {"n": 500})):
+        s0 = np.array([1.0, 0, 0, 0, 0, 0])
+        tr = sm.fluid_trajectory(5, 0.9, [0, 1, 300], s0, replacement=rep, **kw)
+        fp = sm.fluid_fixed_point(5, 0.9, 5, replacement=rep, **kw)
+        np.testing.assert_allclose(tr[-1], fp, atol=1e-7)
+        assert np.abs(tr[1] - fp).max() > 1e-2  # it started away from the fixed point
+
+
+def test_fluid_fixed_point_closed_form():
+    d, lam = 7, 0.93
+    s = sm.fluid_fixed_point(d, lam, 5)
+    i = np.arange(6)
+    np.testing.assert_allclose(s, lam ** ((float(d) ** i - 1) / (d - 1)), rtol=1e-12)
+    np.testing.assert_allclose(sm.fluid_drift(s[1:], d, lam), 0, atol=1e-14)
+
+
+@pytest.mark.parametrize("replacement", [True, False])
+def test_count_chain_matches_direct_queue_simulation(replacement):
+    n, d, lam = 5, 2, 0.8
+    direct = np.array([sm.direct_simulation(n, d, lam, steps=15_000, seed=s, burn_in=1_000,
+                                            replacement=replacement, levels=6) for s in range(12)])
+    chain = sm.simulate(n, d, lam, steps=60_000, replicas=32, seed=1, burn_in=1_000,
+                        replacement=replacement, levels=10).tail_fraction[:, :7]
+    a, b = stats.replica_mean(direct), stats.replica_mean(chain)
+    diff_se = np.sqrt(a.stderr**2 + b.stderr**2)
+    assert np.all(np.abs(a.mean - b.mean) <= Z * diff_se + 1e-12), (a.mean, b.mean, diff_se)
+
+
+def test_same_seed_same_numbers_and_seed_matters():
+    kw = dict(steps=20_000, replicas=3, burn_in=100, levels=8)
+    a = sm.simulate(20, 3, 0.9, seed=42, **kw)
+    b = sm.simulate(20, 3, 0.9, seed=42, **kw)
+    c = sm.simulate(20, 3, 0.9, seed=43, **kw)
+    for f in ("tail_fraction", "max_length", "counts", "max_length_distribution"):
+        np.testing.assert_array_equal(getattr(a, f), getattr(b, f))
+    assert not np.array_equal(a.tail_fraction, c.tail_fraction)
+
+
+def test_replica_does_not_depend_on_batch_size():
+    kw = dict(steps=10_000, seed=9, levels=8)
+    one = sm.simulate(30, 2, 0.8, replicas=1, **kw)
+    many = sm.simulate(30, 2, 0.8, replicas=7, **kw)
+    np.testing.assert_array_equal(one.tail_fraction[0], many.tail_fraction[0])
+    np.testing.assert_array_equal(one.counts[0], many.counts[0])
+    assert not np.array_equal(many.tail_fraction[0], many.tail_fraction[1])
+
+
+def test_level_cap_grows_instead_of_truncating():
+    kw = dict(steps=30_000, replicas=4, seed=2)
+    small = sm.simulate(10, 2, 0.95, levels=2, **kw)  # queues pass length 2 almost at once
+    big = sm.simulate(10, 2, 0.95, levels=40, **kw)
+    assert small.levels > 2
+    m = small.levels + 1
+    np.testing.assert_array_equal(small.tail_fraction, big.tail_fraction[:, :m])
+    assert np.all(big.tail_fraction[:, m:] == 0)
+    np.testing.assert_array_equal(small.max_length, big.max_length)
+
+
+def test_batches_average_to_the_whole_run():
+    r = sm.simulate(40, 3, 0.9, steps=30_000, replicas=2, seed=4, batches=6, levels=8)
+    np.testing.assert_allclose(r.batch_tail_fraction.mean(axis=1), r.tail_fraction, rtol=1e-12)
+    single = sm.simulate(40, 3, 0.9, steps=30_000, replicas=1, seed=4, batches=6, levels=8)
+    est = single.tail_fraction_estimate()  # batch means for one replica
+    assert est.dof == 5
+
+
+def test_max_length_and_its_distribution_agree_with_trajectory():
+    r = sm.simulate(25, 2, 0.9, steps=5_000, replicas=3, seed=8, record_every=1, levels=12)
+    traj = r.trajectory  # (R, steps, L+1): the state after every step
+    current_max = (traj[:, :, 1:] > 0).sum(axis=2)
+    np.testing.assert_array_equal(r.max_length, current_max.max(axis=1))
+    for i in range(r.levels + 1):
+        np.testing.assert_allclose(r.max_length_distribution[:, i], (current_max == i).mean(axis=1), atol=1e-12)
+    np.testing.assert_allclose(r.tail_fraction, traj.mean(axis=1) / r.n, rtol=1e-12)
+    np.testing.assert_array_equal(r.counts, traj[:, -1])
+
+
+def test_initial_states():
+    n = 6
+    q = np.array([0, 3, 1, 1, 0, 2])
+    u = sm.counts_from_lengths(q)
+    np.testing.assert_array_equal(u, [6, 4, 2, 1])
+    a = sm.simulate(n, 2, 0.7, steps=2_000, initial=q, seed=1, levels=8)
+    b = sm.simulate(n, 2, 0.7, steps=2_000, initial={"counts": u}, seed=1, levels=8)
+    np.testing.assert_array_equal(a.tail_fraction, b.tail_fraction)
+    np.testing.assert_array_equal(sm.counts_all_at(4, 2), [4, 4, 4])
+    fluid = sm.initial_counts(10**5, 10, 0.95, "fluid")
+    np.testing.assert_array_equal(fluid, np.rint(10**5 * sm.fluid_fixed_point(10, 0.95, fluid.size - 1)))
+    with pytest.raises(ValueError, match="ambiguous"):
+        sm.initial_counts(3, 2, 0.5, [3, 2, 1])  # counts of (3 >= 0, 2 >= 1, 1 >= 2) or lengths 3, 2, 1
+
+
+def test_huge_n_runs_and_keeps_exact_counts():
+    n = 10**9
+    r = sm.simulate(n, 100, 0.999, steps=200_000, replicas=2, seed=1, initial="fluid")
+    assert r.counts[:, 0].tolist() == [n, n]
+    assert np.all(np.diff(r.counts, axis=1) <= 0) and np.all(r.counts >= 0)
+    # 2e5 steps move at most 2e5 customers: the profile is still the fluid one to ~2e-4.
+    fp = sm.fluid_fixed_point(100, 0.999, r.levels)
+    assert np.all(np.abs(r.tail_fraction - fp) < 3e-4)
+
+
+def test_predicted_max_length_exact_on_integer_ratio():
+    assert sm.predicted_max_length(10, 0.99) == 2
+    assert sm.predicted_max_length(10, 0.999) == 3
+    assert sm.predicted_max_length(10, 0.95) == 2
+    assert sm.predicted_max_length(100, 0.999) == 2
+    assert sm.predicted_max_length(2, 0.75) == 2
+    assert sm.predicted_max_length(2, 0.76) == 3
+    assert sm.predicted_max_length(1, 0.5) == math.inf
+    assert sm.boundary_distance(10, 0.99) < 1e-12
+
+
+def test_asymptotic_profile_sums_sensibly():
+    p = sm.asymptotic_profile(100, 0.999)
+    np.testing.assert_allclose(p[:3], [1e-3, 0.1, 0.9], rtol=1e-9)
+
+
+BAD = [
+    (dict(lam=0.0), "lam"), (dict(lam=1.0), "lam"), (dict(lam=1.5), "lam"), (dict(lam=-0.1), "lam"),
+    (dict(lam=float("nan")), "lam"), (dict(lam=float("inf")), "lam"),
+    (dict(d=0), "d"), (dict(d=-1), "d"), (dict(d=2.5), "d"), (dict(d=float("nan")), "d"),
+    (dict(n=0), "n"), (dict(n=-5), "n"), (dict(n=float("nan")), "n"), (dict(n=2**33), "n"),
+    (dict(steps=0), "steps"), (dict(steps=-1), "steps"), (dict(steps=1.5), "steps"),
+    (dict(burn_in=-1), "burn_in"), (dict(replicas=0), "replicas"), (dict(seed=-1), "seed"),
+    (dict(initial=np.zeros((2, 2, 2))), "initial"), (dict(initial="full"), "initial"),
+    (dict(initial=[5, 6]), "initial"), (dict(n=3, d=5, replacement=False), "d"),
+    (dict(replacement="no"), "replacement"), (dict(batches=0), "batches"),
+]
+
+
+@pytest.mark.parametrize("bad,name", BAD)
+def test_bad_input_raises_before_compile(bad, name, monkeypatch):
+    def no_compile(*a, **k):
+        raise AssertionError("reached the jitted kernel")
+
+    monkeypatch.setattr(engine, "_run_chunk", no_compile)
+    kw = dict(n=10, d=2, lam=0.5, steps=100) | bad
+    with pytest.raises(ValueError, match=rf"\b{name}\b"):
+        sm.simulate(kw.pop("n"), kw.pop("d"), kw.pop("lam"), **kw)
+
+
+@pytest.mark.parametrize("call", [
+    lambda: sm.fluid_fixed_point(0, 0.5, 3), lambda: sm.fluid_fixed_point(2, 1.0, 3),
+    lambda: sm.predicted_max_length(2, float("nan")), lambda: sm.exact_tail_fraction(0, 2, 0.5, 3),
+    lambda: sm.fluid_trajectory(2, 0.5, [0, 1], [0.5, 0.2]), lambda: sm.fluid_fixed_point(2, 0.5, 3, replacement=False),
+])
+def test_theory_functions_reject_bad_input(call):
+    with pytest.raises(ValueError):
+        call()
