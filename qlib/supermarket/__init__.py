@@ -39,3 +39,15 @@ __all__ = [
     "all_sampled_at_least", "asymptotic_profile", "boundary_distance", "fluid_drift",
     "fluid_fixed_point", "fluid_trajectory", "predicted_max_length",
 ]
+
+# Mixing time by monotone coupling (notebook 02).
+from qlib.supermarket.coupling import (  # noqa: E402
+    coupled_paths, exact_coupling, l1_distance, meeting_times, tv_distance, tv_noise_floor,
+)
+
+__all__ += ["meeting_times", "coupled_paths", "exact_coupling", "l1_distance", "tv_distance", "tv_noise_floor"]
+
+# Equilibrium, maximum queue length, refined mean field (notebook 01).
+from qlib.supermarket.refined import RefinedMeanField, refined_mean_field  # noqa: E402
+
+__all__ += ["RefinedMeanField", "refined_mean_field"]
