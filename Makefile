@@ -14,7 +14,7 @@ PY := python
 endif
 STAMP := $(if $(VENV),$(VENV),.)/.qlib-installed
 
-.PHONY: setup test figures bench browser-test claims clean
+.PHONY: setup test figures bench bench-quick browser-test claims clean
 
 $(STAMP): pyproject.toml
 	@if [ -n "$(VENV)" ] && [ ! -x "$(PY)" ]; then python3 -m venv $(VENV); fi
@@ -42,3 +42,6 @@ browser-test: setup
 
 clean:
 	rm -rf .qlib_cache .pytest_cache
+
+bench-quick: setup
+	$(PY) benchmarks/run.py --quick

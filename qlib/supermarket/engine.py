@@ -34,9 +34,8 @@ from typing import Any, Mapping, NamedTuple
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
-from qlib import _rng
+from qlib import _rng, _sharding
 from qlib import _validate as V
 from qlib.supermarket.theory import fluid_fixed_point, predicted_max_length
 
@@ -172,6 +171,19 @@ def _draw(rng, c: _Consts):
     return rng, hi < c.lam_thr, lo
 
 
+def _threshold(arrival, lo, c: _Consts):
+    """With replacement, the integer the event compares u_i against, per replica (int64).
+
+    Arrival: floor(n U^(1/d)) with U = (lo + 1/2)/2^32, since U < (u_i/n)^d <=> u_i > n U^(1/d)
+    <=> u_i > floor(n U^(1/d)). Departure: the rank r = floor(lo n / 2^32).
+    The touched length is then #{i >= 1: u_i > threshold}.
+    """
+    rank = ((lo * c.n.astype(jnp.uint64)) >> 32).astype(jnp.int64)
+    U = _rng.uniform_open(lo)
+    thr_arr = jnp.floor(c.n.astype(jnp.float64) * jnp.exp(jnp.log(U) / c.d)).astype(jnp.int64)
+    return jnp.where(arrival, thr_arr, rank)
+
+
 def _level(u, arrival, lo, c: _Consts, replacement: bool):
     """The length of the queue the event touches, given counts u (levels+1, replicas).
 
@@ -179,13 +191,11 @@ def _level(u, arrival, lo, c: _Consts, replacement: bool):
     Departure: the length of the queue of rank r = floor(lo n / 2^32), #{i >= 1: r < u_i}.
     Both are non-decreasing in u, which makes the coupling monotone.
     """
+    if replacement:
+        thr = _threshold(arrival, lo, c)
+        return jnp.sum((u[1:] > thr[None]).astype(jnp.int64), axis=0)
     rank = ((lo * c.n.astype(jnp.uint64)) >> 32).astype(jnp.int64)
     U = _rng.uniform_open(lo)
-    if replacement:
-        # U < (u_i/n)^d  <=>  u_i > n U^(1/d)  <=>  u_i > floor(n U^(1/d)), an integer test.
-        thr_arr = jnp.floor(c.n.astype(jnp.float64) * jnp.exp(jnp.log(U) / c.d)).astype(jnp.int64)
-        thr = jnp.where(arrival, thr_arr, rank)
-        return jnp.sum((u[1:] > thr[None]).astype(jnp.int64), axis=0)
     uf = u[1:].astype(jnp.float64)
     log_g = jax.lax.lgamma(uf + 1) - jax.lax.lgamma(jnp.maximum(uf - c.d, 0.0) + 1) - c.log_cn
     arr_hit = (uf >= c.d) & (jnp.log(U)[None] < log_g)
@@ -201,28 +211,80 @@ def _apply(u, arrival, level):
     return u + jnp.where(rows == idx[None], delta[None], 0)
 
 
+def _step_hits(u, arrival, thr):
+    """One step with replacement, as (new u, top level hit by an arrival), without the level.
+
+    c_i = [u_i > thr] (i = 1..L) is true exactly for i = 1..level (u is non-increasing), so the
+    one-hot update of :func:`_apply` is a difference of neighbouring c's: an arrival adds
+    c_{i-1} - c_i (one customer moves to length level+1), a departure adds c_{i+1} - c_i (one
+    leaves length level; nothing if level = 0). This skips the level's reduction and the
+    compare against it: fewer passes over the (levels+1, replicas) state.
+    """
+    ut = u.dtype
+    c = u[1:] > thr[None]
+    one = jnp.ones((1,) + c.shape[1:], bool)
+    prev = jnp.concatenate([one, c[:-1]], axis=0)
+    nxt = jnp.concatenate([c[1:], ~one], axis=0)
+    w = jnp.where(arrival[None], prev, nxt).astype(ut) - c.astype(ut)
+    return u + jnp.concatenate([jnp.zeros((1,) + c.shape[1:], ut), w], axis=0), c[-1]
+
+
 @partial(jax.jit, static_argnames=("replacement", "accumulate"))
 def _run_chunk(carry, nsteps, c: _Consts, *, replacement: bool, accumulate: bool):
     """Advance every replica ``nsteps`` steps; with ``accumulate``, sum u_i and 1[u_i > 0].
 
     Chunk sums are int64 (at most 2^20 steps * 2^32 per chunk); the caller adds them to float64
     totals, so long runs never overflow.
+
+    With replacement (the fast path) the loop is software-pipelined: each iteration draws the
+    *next* step's event and threshold and passes them on in the carry. Loop-carried values are
+    stored once, so XLA cannot fuse (and thus recompute) the random word and its log/exp into
+    every one of the (levels+1, replicas) elements of the update, which it otherwise does. Counts
+    run as uint32 (u <= n <= 2^32 - 1, so compares and +-1 updates are exact) for twice the SIMD
+    width of int64. The draws, thresholds and updates are those of :func:`_draw`,
+    :func:`_threshold` and :func:`_apply`, so results are identical to the plain loop.
     """
     levels = carry["u"].shape[0] - 1
 
-    def body(_, s):
-        rng, arrival, lo = _draw(s["rng"], c)
-        level = _level(s["u"], arrival, lo, c, replacement)
-        overflow = s["overflow"] | (arrival & (level == levels))
-        u = _apply(s["u"], arrival, level)
-        out = dict(s, rng=rng, u=u, overflow=overflow)
+    def accumulated(s, u):
         if accumulate:
-            out["sum_u"] = s["sum_u"] + u
-            out["sum_busy"] = s["sum_busy"] + (u > 0).astype(jnp.int32)
-        return out
+            s["sum_u"] = s["sum_u"] + u.astype(jnp.int64)
+            s["sum_busy"] = s["sum_busy"] + (u > 0).astype(jnp.int32)
+        return s
 
-    start = dict(carry, sum_u=jnp.zeros_like(carry["u"]), sum_busy=jnp.zeros(carry["u"].shape, jnp.int32))
-    return jax.lax.fori_loop(0, nsteps, body, start)
+    sums = dict(sum_u=jnp.zeros(carry["u"].shape, jnp.int64), sum_busy=jnp.zeros(carry["u"].shape, jnp.int32))
+    if not replacement:
+        def body(_, s):
+            rng, arrival, lo = _draw(s["rng"], c)
+            level = _level(s["u"], arrival, lo, c, replacement)
+            overflow = s["overflow"] | (arrival & (level == levels))
+            u = _apply(s["u"], arrival, level)
+            return accumulated(dict(s, rng=rng, u=u, overflow=overflow), u)
+
+        return jax.lax.fori_loop(0, nsteps, body, dict(carry, **sums))
+
+    def lookahead(rng):
+        rng_next, arrival, lo = _draw(rng, c)
+        return rng_next, arrival, _threshold(arrival, lo, c).astype(jnp.uint32)
+
+    def body(_, s):
+        u, top = _step_hits(s["u"], s["arrival"], s["thr"])
+        rng, arrival, thr = lookahead(s["rng"])
+        out = dict(s, rng=rng, rng_used=s["rng"], arrival=arrival, thr=thr, u=u,
+                   overflow=s["overflow"] | (s["arrival"] & top))
+        return accumulated(out, u)
+
+    rng1, arrival1, thr1 = lookahead(carry["rng"])
+    start = dict(sums if accumulate else {}, rng=rng1, rng_used=carry["rng"], arrival=arrival1, thr=thr1,
+                 u=carry["u"].astype(jnp.uint32), overflow=carry["overflow"])
+    out = jax.lax.fori_loop(0, nsteps, body, start)
+    # rng_used is the state after exactly nsteps draws (the lookahead drew one more).
+    res = dict(rng=out["rng_used"], u=out["u"].astype(carry["u"].dtype), overflow=out["overflow"])
+    if accumulate:
+        res.update(sum_u=out["sum_u"], sum_busy=out["sum_busy"])
+    else:
+        res.update(sums)
+    return res
 
 
 # --------------------------------------------------------------------------- results
@@ -299,17 +361,6 @@ def _pad_levels(a: jax.Array, levels: int) -> jax.Array:
     return jnp.pad(a, ((0, levels + 1 - a.shape[0]), (0, 0)))
 
 
-def _sharding(replicas_padded: int):
-    devices = jax.devices()
-    mesh = Mesh(np.array(devices), ("replicas",))
-    return NamedSharding(mesh, P("replicas")), NamedSharding(mesh, P(None, "replicas"))
-
-
-def replica_devices() -> int:
-    """Number of devices replicas are sharded over (all of ``jax.devices()``)."""
-    return len(jax.devices())
-
-
 def _chunk_length(replicas: int, levels: int) -> int:
     # About 2^24 replica-level updates per chunk: long enough to amortise dispatch, short
     # enough for a live progress bar; never above 2^20 steps (int64 chunk sums stay exact).
@@ -357,9 +408,8 @@ def simulate(n: int, d: int, lam: float, *, steps: int, replicas: int = 1, seed:
 
 def _simulate(n, d, lam, steps, replicas, seed, burn_in, u0, L, replacement, batches,
               record_every, progress) -> SupermarketResult:
-    D = replica_devices()
-    R = -(-replicas // D) * D  # padded replicas: real, independent streams, dropped at the end
-    sh1, sh2 = _sharding(R)
+    R = _sharding.padded(replicas)  # padding replicas: real, independent streams, dropped at the end
+    sh1, sh2 = _sharding.replica_sharding(1), _sharding.replica_sharding(2)
     u_init = np.zeros((L + 1, R), dtype=np.int64)
     rows = u0.T if u0.ndim == 2 else u0[:, None]
     u_init[: rows.shape[0], :] = rows if u0.ndim == 1 else np.pad(rows, ((0, 0), (0, R - replicas)), mode="edge")

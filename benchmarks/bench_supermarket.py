@@ -1,0 +1,246 @@
+"""Replica-steps per second of qlib.supermarket.simulate vs a numba loop and a plain Python loop.
+
+Instance (issue 2): n = 1000, d = 10, lam = 0.95, from all-empty, the engine's default number of
+levels. All three simulators run the same count chain with the same per-replica SplitMix64
+streams and the same bookkeeping every step (time sums of u_i and of 1[u_i > 0]); the suite
+checks that numba and plain Python reproduce qlib's arrays bit for bit before timing them.
+
+Timings are medians over interleaved repeats (the machine is shared, so wall time is noisy;
+ratios come from the same run). Also measured: compile time, throughput against the number of
+replicas, n (the count chain's step does not depend on n) and d, and peak memory for many
+replicas over growing numbers of steps (it must not grow with steps: no trajectory is kept).
+
+Run: ``python benchmarks/bench_supermarket.py [--quick]`` or through ``benchmarks/run.py``.
+Wall times are never asserted in tests.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import qlib  # noqa: E402,F401  (before JAX runs: one host device per core)
+
+import numpy as np  # noqa: E402
+
+N, D, LAM = 1000, 10, 0.95
+
+
+def default_levels(n: int = N, d: int = D, lam: float = LAM) -> int:
+    """The number of levels simulate() picks for this instance from all-empty."""
+    from qlib.supermarket import engine
+
+    return engine._default_levels(d, lam, engine.initial_counts(n, d, lam, "empty"))
+
+
+# --------------------------------------------------------------------------- single timings
+
+def time_qlib(R: int, steps: int, *, n: int = N, d: int = D, lam: float = LAM, levels: int | None = None,
+              seed: int = 1) -> float:
+    """Seconds for one steady-state (already compiled) simulate() call."""
+    import qlib.supermarket as sm
+
+    t0 = time.perf_counter()
+    r = sm.simulate(n, d, lam, steps=steps, replicas=R, seed=seed, levels=levels)
+    dt = time.perf_counter() - t0
+    time_qlib.last_levels = r.levels  # the cap after the run (it grows if a queue needs it)
+    return dt
+
+
+def compile_qlib(R: int, *, n: int = N, d: int = D, lam: float = LAM, levels: int | None = None) -> float:
+    """Seconds to trace and compile the chunk kernel for R replicas (first call minus a rerun)."""
+    import jax
+
+    import qlib.supermarket as sm
+
+    jax.clear_caches()
+    t0 = time.perf_counter()
+    sm.simulate(n, d, lam, steps=10, replicas=R, seed=0, levels=levels)
+    first = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    sm.simulate(n, d, lam, steps=10, replicas=R, seed=0, levels=levels)
+    return first - (time.perf_counter() - t0)
+
+
+def time_numba(R: int, steps: int, *, n: int = N, d: int = D, lam: float = LAM, levels: int,
+               threads: int = 2) -> float:
+    from _sm_reference import numba_chain
+
+    t0 = time.perf_counter()
+    numba_chain(n, d, lam, steps=steps, replicas=R, seed=1, levels=levels, threads=threads)
+    return time.perf_counter() - t0
+
+
+def time_python(R: int, steps: int, *, levels: int) -> float:
+    from _sm_reference import python_chain
+
+    t0 = time.perf_counter()
+    python_chain(N, D, LAM, steps=steps, replicas=R, seed=1, levels=levels)
+    return time.perf_counter() - t0
+
+
+def check_identical(levels: int) -> dict:
+    """numba and plain Python reproduce qlib's arrays exactly (same streams, same rules)."""
+    import qlib.supermarket as sm
+    from _sm_reference import numba_chain, python_chain
+
+    r = sm.simulate(N, D, LAM, steps=5000, replicas=3, seed=7, levels=levels)
+    a = numba_chain(N, D, LAM, steps=5000, replicas=3, seed=7, levels=levels, threads=2)
+    b = python_chain(N, D, LAM, steps=5000, replicas=3, seed=7, levels=levels)
+    same = lambda x: bool(np.array_equal(x["tail_fraction"], r.tail_fraction)  # noqa: E731
+                          and np.array_equal(x["counts"], r.counts)
+                          and np.array_equal(x["max_length_distribution"], r.max_length_distribution))
+    return {"numba": same(a), "python": same(b)}
+
+
+def _median_rate(fn, work: float, repeats: int) -> tuple[float, list[float]]:
+    rates = [work / fn() for _ in range(repeats)]
+    return statistics.median(rates), rates
+
+
+# --------------------------------------------------------------------------- the suite
+
+def peer_table(quick: bool) -> list[dict]:
+    """qlib vs numba (2 threads) vs plain Python at R in {1, 64, 1024}, interleaved repeats."""
+    import numba
+
+    L = default_levels()
+    rows = []
+    budget = 1.5e6 if quick else 2e7  # replica-steps per timed call
+    repeats = 3 if quick else 5
+    for R in (1, 64, 1024):
+        steps = int(budget // R) if R > 1 else int(budget // 4)
+        compile_s = compile_qlib(R, levels=L)
+        time_qlib(R, 1000, levels=L)  # warm (also the numba JIT below)
+        time_numba(min(R, 2), 10, levels=L)
+        q, n_, ratios = [], [], []
+        for _ in range(repeats):  # interleaved, so both see the same machine load
+            tq = time_qlib(R, steps, levels=L)
+            tn = time_numba(R, steps, levels=L)
+            q.append(R * steps / tq)
+            n_.append(R * steps / tn)
+            ratios.append(tn / tq)
+        py_steps = max(2, int((2e4 if quick else 1e5) // R))
+        py = R * py_steps / time_python(R, py_steps, levels=L)
+        qm, nm = statistics.median(q), statistics.median(n_)
+        rows.append({"model": "supermarket", "R": R, "levels": L, "steps": steps,
+                     "qlib": qm, "numba": nm, "python": py,
+                     "vs_numba": statistics.median(ratios), "vs_python": qm / py,
+                     "qlib_runs": q, "numba_runs": n_, "compile_s": compile_s,
+                     "numba_threads": min(2, numba.config.NUMBA_NUM_THREADS)})
+    return rows
+
+
+def sweep(param: str, values, quick: bool, R: int = 1024) -> list[dict]:
+    """Throughput of qlib (and numba) against one parameter, others at the instance."""
+    import math
+
+    out = []
+    budget = 2e6 if quick else 1e7
+    for v in values:
+        kw = {"n": N, "d": D, "lam": LAM}
+        if param == "R":
+            R = v
+        else:
+            kw[param] = v
+        # a fixed, generous cap for n and d (small n or d grow long queues): no level growth,
+        # hence no recompiles, inside a timed call
+        L = 16 if param in ("n", "d") else default_levels(**kw)
+        steps = max(200, int(budget // R))
+        time_qlib(R, 200, levels=L, **kw)  # compile this shape
+        rates = sorted(R * steps / time_qlib(R, steps, levels=L, **kw) for _ in range(3))
+        row = {"param": param, "value": v, "R": R, "levels": L, "levels_end": time_qlib.last_levels,
+               "qlib": rates[1]}
+        if param in ("R", "d"):
+            time_numba(min(R, 2), 10, levels=L, **kw)
+            row["numba"] = statistics.median(R * steps / time_numba(R, steps, levels=L, **kw) for _ in range(3))
+        if param == "n":
+            row["log10_n"] = math.log10(v)
+        out.append(row)
+    return out
+
+
+_MEM_CHILD = r"""
+import json, resource, sys, time, tracemalloc
+sys.path.insert(0, {root!r})
+import qlib, qlib.supermarket as sm
+R, steps = {R}, {steps}
+sm.simulate(1000, 10, 0.95, steps=10, replicas=R, seed=0)  # compile, and JAX's own buffers
+base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+tracemalloc.start()
+t0 = time.perf_counter()
+r = sm.simulate(1000, 10, 0.95, steps=steps, replicas=R, seed=0)
+dt = time.perf_counter() - t0
+_, peak_py = tracemalloc.get_traced_memory()
+print(json.dumps(dict(R=R, steps=steps, seconds=dt, peak_rss_mb=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+                      rss_after_compile_mb=base / 1024, python_peak_mb=peak_py / 2**20,
+                      result_mb=(r.tail_fraction.nbytes + r.counts.nbytes + r.batch_tail_fraction.nbytes) / 2**20)))
+"""
+
+
+def memory(quick: bool) -> list[dict]:
+    """Peak memory of many replicas over growing numbers of steps, each in a fresh process.
+
+    The full demo asks for R = 1e5 replicas x 1e7 steps; that is 1e12 replica-steps (hours on
+    2 cores, minutes on a GPU: benchmarks/gpu.py --memory). Here the steps grow tenfold at a
+    time and the peak must stay flat: the state is (levels+1) x R integers, whatever the steps.
+    """
+    R = 10_000 if quick else 100_000
+    steps_list = (100, 10_000) if quick else (100, 1_000, 10_000)
+    rows = []
+    for steps in steps_list:
+        code = _MEM_CHILD.format(root=str(ROOT), R=R, steps=steps)
+        p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+        rows.append(json.loads(p.stdout.strip().splitlines()[-1]))
+    return rows
+
+
+def run(quick: bool = False) -> dict:
+    """Everything, as plain dicts: peer table, sweeps over R, n, d, memory, environment."""
+    import jax
+
+    L = default_levels()
+    t0 = time.perf_counter()
+    res = {"instance": {"n": N, "d": D, "lam": LAM, "levels": L},
+           "devices": len(jax.devices()), "identical": check_identical(L),
+           "peers": peer_table(quick)}
+    res["sweep_R"] = sweep("R", (1, 16, 256, 1024, 8192) if quick else
+                           (1, 4, 16, 64, 256, 1024, 4096, 16384, 65536), quick)
+    # from n = 100: at n = 10 (lam = 0.95) queues reach length 20+, so the cap grows past 16
+    # levels and the step costs more -- because of the levels, not of n.
+    res["sweep_n"] = sweep("n", (10**2, 10**3, 10**5, 10**7, 10**9), quick)
+    res["sweep_d"] = sweep("d", (2, 10, 100, 10**4) if quick else (2, 3, 5, 10, 30, 100, 1000, 10**4), quick)
+    res["memory"] = memory(quick)
+    res["seconds"] = time.perf_counter() - t0
+    return res
+
+
+def table(res: dict) -> str:
+    lines = [f"{'R':>6} {'qlib M/s':>9} {'numba M/s':>10} {'python M/s':>11} {'x numba':>8} {'x python':>9} {'compile s':>10}"]
+    for r in res["peers"]:
+        lines.append(f"{r['R']:6d} {r['qlib'] / 1e6:9.2f} {r['numba'] / 1e6:10.2f} {r['python'] / 1e6:11.3f} "
+                     f"{r['vs_numba']:8.2f} {r['vs_python']:9.0f} {r['compile_s']:10.2f}")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--peers-only", action="store_true", help="only the qlib/numba/python table")
+    a = ap.parse_args()
+    if a.peers_only:
+        res = {"peers": peer_table(a.quick)}
+    else:
+        res = run(a.quick)
+        print(json.dumps({k: v for k, v in res.items() if k not in ("peers",)}, indent=1, default=float))
+    print(table(res))
