@@ -1,9 +1,16 @@
 """Events per second of qlib.heterogeneous.simulate vs a numba loop, Ciw and SimPy, in one run.
 
-Instance: n = 10 servers, rates geometric from 10 down to 1, load rho = 0.9, random idle choice.
-"Events" are real events (arrivals + service completions). The JAX and numba simulators run the
-uniformised chain, where about 5% of steps are fictitious at this load; their rates are
-converted to real events with the counts from the run itself, so every row counts the same thing.
+Same model in every row: n = 10 servers, rates geometric from 10 down to 1, load rho = 0.9, an
+arrival that finds idle servers joins one uniformly at random (SimPy: the longest-idle one,
+which has the same stationary law), else one FIFO queue. "Events" are real events (arrivals +
+service completions) in every row. The JAX and numba simulators run the uniformised chain, where
+about 5% of steps are fictitious at this load; their rates count only the real events of the
+run itself. Ciw and SimPy each simulate 10^5 events per repeat (Ciw: until 5·10^4 customers have
+completed service, plus their arrivals).
+
+Robust ratios: every simulator is measured ``repeats`` times in interleaved rounds (so load from
+other jobs hits all rows alike), each row reports its median rate, and the ratios are ratios of
+medians, all in one process. Compile time is excluded (a warm-up run with the same shapes).
 
 Run: ``python benchmarks/bench_heterogeneous.py [--quick]``. Wall times are never asserted in tests.
 """
@@ -22,6 +29,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 N, SPREAD, RHO = 10, 10.0, 0.9
+PEER_EVENTS = 100_000  # events per Ciw / SimPy repeat
 
 
 def instance():
@@ -29,33 +37,42 @@ def instance():
     return RHO * mus.sum(), mus
 
 
-def bench_jax(replicas: int, steps: int, policy: str = "random") -> dict:
+def jax_runner(replicas: int, steps: int, policy: str = "random"):
+    """A zero-argument callable timing one JAX run; returns (real events, seconds)."""
+    import jax
+
     from qlib.heterogeneous import simulate
     lam, mus = instance()
     simulate(lam, mus, events=64, replicas=replicas, policy=policy, chunk=steps)  # compile
-    t0 = time.perf_counter()
-    r = simulate(lam, mus, events=steps, replicas=replicas, policy=policy, chunk=steps)
-    dt = time.perf_counter() - t0
-    real = float(r.arrivals.sum() + (r.throughput * r.time[:, None]).sum())
-    return {"name": f"qlib JAX ({policy}, {replicas} replicas)", "steps": steps * replicas,
-            "events": real, "seconds": dt, "events_per_s": real / dt}
+
+    def once():
+        t0 = time.perf_counter()
+        r = simulate(lam, mus, events=steps, replicas=replicas, policy=policy, chunk=steps)
+        dt = time.perf_counter() - t0
+        return float(r.arrivals.sum() + np.rint(r.throughput * r.time[:, None]).sum()), dt
+
+    name = f"qlib JAX ({policy}, {replicas} replicas, {jax.device_count()} devices)"
+    return name, steps * replicas, once
 
 
-def bench_numba(replicas: int, steps: int, threads: int = 2) -> dict:
+def numba_runner(replicas: int, steps: int, threads: int = 2):
     import numba
+
     from qlib.heterogeneous.reference import simulate_reference
     numba.set_num_threads(min(threads, numba.config.NUMBA_NUM_THREADS))
     lam, mus = instance()
     simulate_reference(lam, mus, events=64, replicas=2)  # compile
-    t0 = time.perf_counter()
-    r = simulate_reference(lam, mus, events=steps, replicas=replicas)
-    dt = time.perf_counter() - t0
-    real = float(r["arrivals"].sum() + r["done"].sum())
-    return {"name": f"numba prange loop ({numba.get_num_threads()} threads)", "steps": steps * replicas,
-            "events": real, "seconds": dt, "events_per_s": real / dt}
+
+    def once():
+        t0 = time.perf_counter()
+        r = simulate_reference(lam, mus, events=steps, replicas=replicas)
+        dt = time.perf_counter() - t0
+        return float(r["arrivals"].sum() + r["done"].sum()), dt
+
+    return f"numba prange loop ({numba.get_num_threads()} threads)", steps * replicas, once
 
 
-def bench_ciw(events: int) -> dict:
+def ciw_runner(events: int = PEER_EVENTS):
     import ciw
 
     lam, mus = instance()
@@ -66,67 +83,85 @@ def bench_ciw(events: int) -> dict:
         def sample(self, t=None, ind=None):
             return random.expovariate(mus[ind.server.id_number - 1])
 
-    horizon = events / (2 * lam)  # about `events` arrivals + departures
-    net = ciw.create_network(
-        arrival_distributions=[ciw.dists.Exponential(lam)],
-        service_distributions=[PerServer()],
-        number_of_servers=[N],
-        server_priority_functions=[lambda srv, ind: random.random()],  # uniform among idle
-    )
-    ciw.seed(0)
-    random.seed(0)
-    sim = ciw.Simulation(net)
-    t0 = time.perf_counter()
-    sim.simulate_until_max_time(horizon)
-    dt = time.perf_counter() - t0
-    recs = sim.get_all_records()
-    done = sum(1 for r in recs if r.record_type == "service")
-    arrived = len(recs) + len(sim.nodes[1].all_individuals)
-    real = float(arrived + done)
-    return {"name": "Ciw 3.2.7 (server_priority_function)", "steps": real, "events": real,
-            "seconds": dt, "events_per_s": real / dt}
+    seeds = iter(range(10**6))
+
+    def once():
+        net = ciw.create_network(
+            arrival_distributions=[ciw.dists.Exponential(lam)],
+            service_distributions=[PerServer()],
+            number_of_servers=[N],
+            server_priority_functions=[lambda srv, ind: random.random()],  # uniform among idle
+        )
+        s = next(seeds)
+        ciw.seed(s)
+        random.seed(s)
+        sim = ciw.Simulation(net)
+        t0 = time.perf_counter()
+        sim.simulate_until_max_customers(events // 2, method="Complete")
+        dt = time.perf_counter() - t0
+        done = sim.nodes[-1].number_of_completed_individuals
+        arrived = sim.nodes[0].number_of_individuals
+        return float(arrived + done), dt
+
+    return f"Ciw {ciw.__version__} (server_priority_function)", events, once
 
 
-def bench_simpy(events: int) -> dict:
+def simpy_runner(events: int = PEER_EVENTS):
     """SimPy: idle servers wait on one FIFO Store, so the longest-idle one takes the next
     customer (same stationary law as random choice)."""
     import simpy
 
     lam, mus = instance()
-    rng = random.Random(0)
-    env = simpy.Environment()
-    queue = simpy.Store(env)
-    count = [0]
+    seeds = iter(range(10**6))
 
-    def source():
-        while True:
-            yield env.timeout(rng.expovariate(lam))
-            count[0] += 1
-            yield queue.put(env.now)
+    def once():
+        rng = random.Random(next(seeds))
+        env = simpy.Environment()
+        queue = simpy.Store(env)
+        count = [0]
 
-    def server(mu):
-        while True:
-            yield queue.get()
-            yield env.timeout(rng.expovariate(mu))
-            count[0] += 1
+        def source():
+            while True:
+                yield env.timeout(rng.expovariate(lam))
+                count[0] += 1
+                yield queue.put(env.now)
 
-    env.process(source())
-    for m in mus:
-        env.process(server(m))
-    t0 = time.perf_counter()
-    env.run(until=events / (2 * lam))
-    dt = time.perf_counter() - t0
-    return {"name": "SimPy 4 (longest idle)", "steps": count[0], "events": float(count[0]),
-            "seconds": dt, "events_per_s": count[0] / dt}
+        def server(mu):
+            while True:
+                yield queue.get()
+                yield env.timeout(rng.expovariate(mu))
+                count[0] += 1
+
+        env.process(source())
+        for m in mus:
+            env.process(server(m))
+        t0 = time.perf_counter()
+        env.run(until=events / (2 * lam))  # about `events` arrivals + completions
+        dt = time.perf_counter() - t0
+        return float(count[0]), dt
+
+    return "SimPy 4 (longest idle)", events, once
 
 
 def run(quick: bool = False) -> list[dict]:
-    """Measure every simulator once; ratios are relative to the numba row and the Ciw row."""
+    """Measure every simulator in interleaved rounds; rows carry median rates and ratios of
+    medians relative to the numba row and the Ciw row."""
     replicas = 4096
     steps = 2_000 if quick else 16_000
-    rows = [bench_jax(replicas, steps), bench_jax(replicas, steps, "longest_idle"),
-            bench_numba(replicas, steps)]
-    rows += [bench_ciw(10_000 if quick else 100_000), bench_simpy(10_000 if quick else 100_000)]
+    repeats = 3 if quick else 5
+    runners = [jax_runner(replicas, steps), jax_runner(replicas, steps, "longest_idle"),
+               numba_runner(replicas, steps), ciw_runner(), simpy_runner()]
+    samples = [[] for _ in runners]
+    for _ in range(repeats):
+        for (_, _, once), s in zip(runners, samples):
+            s.append(once())
+    rows = []
+    for (name, steps_run, _), s in zip(runners, samples):
+        rates = np.array([ev / dt for ev, dt in s])
+        i = int(np.argsort(rates)[len(rates) // 2])  # the median repeat (odd count)
+        rows.append({"name": name, "steps": steps_run, "events": s[i][0], "seconds": s[i][1],
+                     "events_per_s": float(rates[i]), "rate_min": float(rates.min()),
+                     "rate_max": float(rates.max()), "repeats": len(rates)})
     numba_rate = rows[2]["events_per_s"]
     ciw_rate = rows[3]["events_per_s"]
     for r in rows:
@@ -138,16 +173,20 @@ def run(quick: bool = False) -> list[dict]:
 
 
 def table(rows: list[dict]) -> str:
-    out = [f"{'simulator':42} {'events':>12} {'seconds':>8} {'events/s':>12} {'x numba':>8} {'x Ciw':>9}"]
+    out = [f"{'simulator':52} {'events':>9} {'seconds':>8} {'events/s (median; min-max)':>30} "
+           f"{'x numba':>8} {'x Ciw':>7}"]
     for r in rows:
-        out.append(f"{r['name']:42} {r['events']:12.3g} {r['seconds']:8.3f} {r['events_per_s']:12.4g} "
-                   f"{r['vs_numba']:8.2f} {r['vs_ciw']:9.0f}")
+        spread = f"{r['events_per_s']:.3g} ({r['rate_min']:.3g}-{r['rate_max']:.3g})"
+        out.append(f"{r['name']:52} {r['events']:9.3g} {r['seconds']:8.3f} {spread:>30} "
+                   f"{r['vs_numba']:8.2f} {r['vs_ciw']:7.0f}")
     return "\n".join(out)
 
 
 if __name__ == "__main__":
+    import qlib  # noqa: F401  (one host device per core, before JAX starts)
+
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true")
     rows = run(quick=ap.parse_args().quick)
-    print(rows[0]["instance"])
+    print(rows[0]["instance"], f"; {rows[0]['repeats']} interleaved repeats, medians")
     print(table(rows))

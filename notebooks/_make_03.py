@@ -27,30 +27,39 @@ elementary symmetric polynomials in log-space (stable for thousands of servers);
 (`qlib.heterogeneous.simulate`) checks it, and also runs longest-idle routing (same law) and
 informed customers (join the fastest idle server) for contrast."""),
     code("""import qlib.config
-SMOKE = qlib.config.smoke_mode()  # QLIB_SMOKE=1: tiny simulations (CI)"""),
-    code("""import numpy as np
+qlib.config.enable_compilation_cache()  # reruns skip XLA compiles
+
+import matplotlib.pyplot as plt
 import qlib.heterogeneous as H
 from qlib.heterogeneous.claims import claim_rows
 from qlib.claims import to_markdown
 from qlib.plots import savefig
-from qlib.plots import heterogeneous as hp
-
-data = H.figure_data(smoke=SMOKE)  # exact profiles at three loads + simulations"""),
+from qlib.plots import heterogeneous as hp"""),
+    code("""# Parameters. QLIB_SMOKE=1 (the tests) picks tiny simulations.
+SMOKE = qlib.config.smoke_mode()
+N_SERVERS, SPREAD = 6, 10.0              # rates geometric from SPREAD down to 1
+LOADS = (0.3, 0.6, 0.9)                  # rho = lam / sum(mu)
+EVENTS = 20_000 if SMOKE else 500_000    # uniformised steps per replica
+REPLICAS = 8 if SMOKE else 32"""),
+    code("""data = H.figure_data(n=N_SERVERS, spread=SPREAD, loads=LOADS, events=EVENTS, replicas=REPLICAS)"""),
     md("""## P_j and μ_j P_j against μ_j
 Lines are exact, points are simulations (mean ± 95% CI over independent replicas). Busy probability
 falls with speed, work done rises with it: the fastest server is the least busy and the hardest working."""),
     code("""fig = hp.plot_busy_and_work(data.profiles, data.sims)
-savefig(fig, "03_busy_and_work")"""),
+savefig(fig, "03_busy_and_work")
+plt.show()"""),
     md("""## The band $(\\mu_m/\\mu_l)P_m < P_l < P_m$
 For each adjacent pair of servers the faster one's busy probability sits strictly inside the band."""),
     code("""fig = hp.plot_band(data.profiles[-1])
-savefig(fig, "03_band")"""),
+savefig(fig, "03_band")
+plt.show()"""),
     md("""## Informed against uninformed customers
 If customers know the rates and join the fastest idle server, the ordering of $P_j$ flips at the top:
 the fastest server becomes (one of) the busiest. There is no product form; the exact curve is a
 generator solve over the $2^n$ busy sets."""),
     code("""fig = hp.plot_informed(data.profiles[-1], data.informed_sim)
-savefig(fig, "03_informed")"""),
+savefig(fig, "03_informed")
+plt.show()"""),
     md("""## Claims table rows
 Simulation (± 95% CI) against exact theory, with the stated pass criterion."""),
     code("""from IPython.display import Markdown
@@ -59,7 +68,6 @@ Markdown(to_markdown(claim_rows(quick=SMOKE)))"""),
 Sliders redraw at once from the exact solution (`qlib.plots.heterogeneous.explorer_figure`);
 the button adds a simulation at the current parameters (`qlib.heterogeneous.simulate_profile`)."""),
     code("""import ipywidgets as W
-import matplotlib.pyplot as plt
 from IPython.display import display
 
 n_w = W.IntSlider(value=6, min=2, max=60, description="servers n")

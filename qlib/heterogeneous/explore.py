@@ -75,12 +75,16 @@ class FigureData:
 
 
 def figure_data(smoke: bool = False, *, n: int = 6, spread: float = 10.0, loads=LOADS,
-                seed: int = 3) -> FigureData:
-    """Exact profiles at several loads plus simulations (random policy, and the informed one)."""
+                seed: int = 3, events: int | None = None, replicas: int | None = None) -> FigureData:
+    """Exact profiles at several loads plus simulations (random policy, and the informed one).
+
+    ``events`` steps per replica (default 20 000 when ``smoke``, else 500 000) after a burn-in
+    of events // 20; ``replicas`` independent copies (default 8 when ``smoke``, else 32).
+    """
     from qlib.heterogeneous.simulate import simulate
 
-    events = 20_000 if smoke else 500_000
-    replicas = 8 if smoke else 32
+    events = (20_000 if smoke else 500_000) if events is None else events
+    replicas = (8 if smoke else 32) if replicas is None else replicas
     profs, sims = [], []
     for i, rho in enumerate(loads):
         p = profile(n, spread, rho)

@@ -15,14 +15,14 @@ Policies for an arrival that finds idle servers:
 - ``"fastest"``: the fastest idle server (informed customers), for contrast.
 
 Replica r's random stream is SplitMix64 seeded from (seed, r) (:mod:`qlib._rng`), so its result
-does not depend on how many replicas run beside it or how they are batched.
+does not depend on how many replicas run beside it, how they are chunked, or on how many devices
+they are sharded over (:mod:`qlib._sharding`; on CPU, one host device per core). The loop is a
+fixed-trip ``fori_loop`` per chunk: no condition needs all replicas, so devices never wait for
+each other inside a chunk.
 """
 
 from __future__ import annotations
 
-import math
-import os
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import partial
 
@@ -30,7 +30,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from qlib import _rng, _validate
+from qlib import _rng, _sharding, _validate
 from qlib.heterogeneous.exact import POLICIES, check_rates
 from qlib.stats import Estimate, replica_mean
 
@@ -91,26 +91,39 @@ def _check(lam, mus, events, replicas, seed, burn_in, policy, chunk):
     return lam_f, m, events, replicas, seed, burn_in, policy, chunk
 
 
-@partial(jax.jit, static_argnames=("policy",), donate_argnums=(0,))
-def _run_chunk(carry, thresholds, nsteps, *, policy: str):
-    """Advance every replica ``nsteps`` steps; return the carry and the chunk's counters.
+# --------------------------------------------------------------------------- kernels
+#
+# Both kernels are software-pipelined: the loop carry holds the *current* step's random word,
+# and each iteration draws the next one. XLA:CPU duplicates cheap elementwise producers into
+# every consumer fusion (it has no multi-output loop fusion here), so a word computed inside the
+# body would be recomputed by every output (the SplitMix64 mix is two emulated 64-bit
+# multiplies on AVX2); a loop-carried word is stored once and only loaded.
 
-    Arrays are (servers, replicas) so the replica axis is the contiguous, vectorised one.
+def _totals_add(totals, counts, record):
+    """Chunk counts (int32/int64) added to the int64 run totals when ``record`` is 1."""
+    return tuple(t + record.astype(jnp.int64) * c.astype(jnp.int64) for t, c in zip(totals, counts))
+
+
+@partial(jax.jit, static_argnames=("policy",), donate_argnums=(0, 1))
+def _run_chunk(carry, totals, thresholds, nsteps, record, *, policy: str):
+    """General kernel: advance every replica ``nsteps`` steps; add the counts to ``totals``.
+
+    Arrays are (servers, replicas) so the replica axis is the contiguous, vectorised one (and the
+    one sharded over devices). ``record`` (0 or 1) says whether this chunk is measured.
     """
     state, busy, q, stamp = carry
     n, R = busy.shape
     t_arr = thresholds[0]
     lo_t = thresholds[:-1, None]  # server j owns [t[j], t[j+1]) in the high 32 bits
     hi_t = thresholds[1:, None]
-    idx = jnp.arange(n, dtype=jnp.int32)[:, None]
     zeros_n = jnp.zeros((n, R), jnp.int32)
     zeros_r = jnp.zeros((R,), jnp.int32)
     zeros_q = jnp.zeros((R,), jnp.int64)  # sum of q over a chunk may exceed 2^31
 
     def step(i, c):
-        state, busy, q, stamp, acc_busy, acc_done, acc_q, acc_arr, acc_wait = c
-        state, bits = _rng.next_u64(state)
+        state, bits, busy, q, stamp, acc_busy, acc_done, acc_q, acc_arr, acc_wait = c
         hi, lo = _rng.split_u32(bits)
+        state_next, bits_next = _rng.next_u64(state)  # pipelined draw for step i + 1
         arrival = hi < t_arr
         idle = jnp.logical_not(busy)
         k = jnp.sum(idle, axis=0, dtype=jnp.int32)
@@ -130,85 +143,167 @@ def _run_chunk(carry, thresholds, nsteps, *, policy: str):
         if policy == "longest_idle":
             stamp = jnp.where(hit & jnp.logical_not(from_queue), i, stamp)
         q = q + waits.astype(jnp.int32) - (done & from_queue).astype(jnp.int32)
-        return (state, busy, q, stamp, acc_busy + busy, acc_done + hit,
+        return (state_next, bits_next, busy, q, stamp, acc_busy + busy, acc_done + hit,
                 acc_q + q, acc_arr + arrival, acc_wait + waits)
 
-    c = (state, busy, q, stamp, zeros_n, zeros_n, zeros_q, zeros_r, zeros_r)
-    state, busy, q, stamp, acc_busy, acc_done, acc_q, acc_arr, acc_wait = jax.lax.fori_loop(0, nsteps, step, c)
+    state1, bits1 = _rng.next_u64(state)
+    c = (state1, bits1, busy, q, stamp, zeros_n, zeros_n, zeros_q, zeros_r, zeros_r)
+    state1, _, busy, q, stamp, *acc = jax.lax.fori_loop(0, nsteps, step, c)
+    state = state1 - jnp.uint64(_rng.GOLDEN)  # the lookahead drew one word too many
     stamp = jnp.maximum(stamp - nsteps, _STAMP_FLOOR)
-    return (state, busy, q, stamp), (acc_busy, acc_done, acc_q, acc_arr, acc_wait)
+    return (state, busy, q, stamp), _totals_add(totals, acc, record)
 
 
-def _select_bit(x, r):
-    """Index of the r-th (0-based) set bit of the uint32 ``x``: binary search on popcounts
-    (XLA has no pdep; five masked popcounts keep it branch-free and elementwise)."""
-    pos = jnp.zeros_like(r)
-    for w in (16, 8, 4, 2, 1):
-        c = jax.lax.population_count(x & jnp.uint32((1 << w) - 1)).astype(jnp.int32)
+def _swar_counts(x):
+    """Partial popcounts of the uint32 ``x``: per 2, 4, 8 and 16 bits, and the total.
+
+    Branch-free and elementwise (AVX2 has no vector popcount; this is ~12 integer ops)."""
+    u = jnp.uint32
+    s1 = x - ((x >> 1) & u(0x55555555))
+    s2 = (s1 & u(0x33333333)) + ((s1 >> 2) & u(0x33333333))
+    s4 = (s2 + (s2 >> 4)) & u(0x0F0F0F0F)
+    s8 = (s4 + (s4 >> 8)) & u(0x00FF00FF)
+    total = (s8 + (s8 >> 16)) & u(0x3F)
+    return (s1, s2, s4, s8), total
+
+
+def _select_bit(x, partial_counts, r):
+    """Index of the r-th (0-based) set bit of the uint32 ``x`` (needs r < popcount(x)).
+
+    Binary search down the partial counts of :func:`_swar_counts`: halves, bytes, nibbles,
+    pairs, bits; five shift-mask-compare-select rounds, no branches (XLA has no pdep)."""
+    u = jnp.uint32
+    s1, s2, s4, s8 = partial_counts
+    pos = jnp.zeros_like(x)
+    for width, s, m in ((16, s8, 0xFF), (8, s4, 0xFF), (4, s2, 0xF), (2, s1, 0x3), (1, x, 0x1)):
+        c = (s >> pos) & u(m)
         go = r >= c
         r = jnp.where(go, r - c, r)
-        x = jnp.where(go, x >> w, x)
-        pos = pos + jnp.where(go, w, 0)
+        pos = jnp.where(go, pos + u(width), pos)
     return pos
 
 
-@partial(jax.jit, static_argnames=("policy", "n"), donate_argnums=(0,))
-def _run_chunk_bits(carry, thresholds, nsteps, *, policy: str, n: int):
+# Bits of the per-step record ("pending word") the bitmask kernel keeps in the low half of its
+# state word: the server touched (5 bits), what happened, and the idle count before the step.
+_JOIN, _FREE, _HIT, _ARR, _WAIT, _K = 5, 6, 7, 8, 9, 10
+
+
+def _flag(pend, bit):
+    return ((pend >> bit) & jnp.uint32(1)) == 1
+
+
+def _queue_after(q, pend):
+    """Queue length after the recorded step: +1 if the arrival waited, -1 if a completion took
+    a waiting customer (the server stayed busy)."""
+    served = _flag(pend, _HIT) & jnp.logical_not(_flag(pend, _FREE))
+    return q + _flag(pend, _WAIT).astype(jnp.int32) - served.astype(jnp.int32)
+
+
+def _fifo_after(fifo, pend):
+    """Idle FIFO (4-bit server ids, head in the low bits) after the recorded step: a joining
+    arrival pops the head; a freed server is appended at position k (idle count before)."""
+    fifo = jnp.where(_flag(pend, _JOIN), fifo >> 4, fifo)
+    tail = (pend & jnp.uint32(31)).astype(jnp.uint64) << (4 * (pend >> _K)).astype(jnp.uint64)
+    return jnp.where(_flag(pend, _FREE), fifo | tail, fifo)
+
+
+@partial(jax.jit, static_argnames=("policy", "n"), donate_argnums=(0, 1))
+def _run_chunk_bits(carry, totals, thresholds, nsteps, record, *, policy: str, n: int):
     """Fast path for n <= 32: the busy set is a uint32 bitmask per replica, so the step is
-    elementwise over replicas (one fused loop body). "longest_idle" keeps the idle servers'
-    FIFO as 4-bit ids packed in a uint64 (n <= 16): the head is the server idle the longest.
-    Same rules and random numbers as :func:`_run_chunk`, hence identical results.
+    elementwise over replicas. "longest_idle" keeps the idle servers' FIFO as 4-bit ids packed
+    in a uint64 (n <= 16): the head is the server idle the longest. Same rules and random
+    numbers as :func:`_run_chunk`, hence identical results.
+
+    Beyond the pipelined draw, the loop keeps XLA from recomputing the step per output: the
+    step's only heavy output is one uint64 per replica, the new busy mask (high half) with a
+    16-bit record of what happened (low half). The queue length, the FIFO and all counters are
+    updated one iteration later from that record by a few cheap ops. Per-server busy time is
+    accumulated lazily, only when a server changes state: a join at step s adds -s, a release
+    at step s adds +s, and servers still busy at the end add nsteps, so busy time sums to
+    sum(releases) - sum(joins) + nsteps * [busy at end], exactly the per-step count.
     """
     state, mask, q, fifo = carry
     R = mask.shape[0]
-    t32 = thresholds.astype(jnp.uint32)[:, None]  # t[n] = 2^32 wraps to 0 and is never used
+    u = jnp.uint32
+    t32 = thresholds.astype(u)  # t[n] = 2^32 wraps to 0 and is never used
     t_arr = t32[0]
-    idx = jnp.arange(n, dtype=jnp.uint32)[:, None]
-    full = jnp.uint32((1 << n) - 1) if n < 32 else jnp.uint32(0xFFFFFFFF)
+    idx = jnp.arange(n, dtype=u)[:, None]
+    full = u((1 << n) - 1) if n < 32 else u(0xFFFFFFFF)
+    low32 = jnp.uint64(0xFFFFFFFF)
 
-    def step(i, c):
-        state, mask, q, fifo, acc_busy, acc_done, acc_q, acc_arr, acc_wait = c
-        state, bits = _rng.next_u64(state)
-        hi = (bits >> 32).astype(jnp.uint32)
-        lo = bits & jnp.uint64(0xFFFFFFFF)
-        arrival = hi < t_arr[0]
+    def decode(bits, mask, q, fifo):
+        """One step: (new mask, record) from the random word and the state before the step."""
+        hi = (bits >> 32).astype(u)
+        lo = bits & low32
+        arrival = hi < t_arr
         # event index e in 0..n-1 for a potential completion: thresholds t[1..n-1] passed
-        e = jnp.sum(hi[None, :] >= t32[1:n], axis=0, dtype=jnp.uint32)
+        e = jnp.zeros_like(hi)
+        for t in range(1, n):
+            e = e + (hi >= t32[t]).astype(u)
         idle = (~mask) & full
-        k = jax.lax.population_count(idle).astype(jnp.int32)
+        parts, k = _swar_counts(idle)
         if policy == "random":
-            r = ((lo * k.astype(jnp.uint64)) >> 32).astype(jnp.int32)
-            j = _select_bit(idle, r).astype(jnp.uint32)
-        elif policy == "fastest":
-            j = jax.lax.population_count((idle & (~idle + jnp.uint32(1))) - jnp.uint32(1))
+            r = ((lo * k.astype(jnp.uint64)) >> 32).astype(u)
+            j = _select_bit(idle, parts, r)
+        elif policy == "fastest":  # servers sorted fastest first: the lowest idle bit
+            j = _select_bit(idle, parts, jnp.zeros_like(k))
         else:
-            j = (fifo & jnp.uint64(15)).astype(jnp.uint32)
+            j = (fifo & jnp.uint64(15)).astype(u)
         join = arrival & (k > 0)
         waits = arrival & (k == 0)
-        hit = jnp.logical_not(arrival) & (((mask >> e) & 1) == 1)
-        from_queue = q > 0
-        free = hit & jnp.logical_not(from_queue)
-        bit_j = jnp.where(join, jnp.uint32(1) << j, jnp.uint32(0))
-        bit_e = jnp.where(free, jnp.uint32(1) << e, jnp.uint32(0))
-        if policy == "longest_idle":
-            fifo = jnp.where(join, fifo >> 4, fifo)
-            fifo = jnp.where(free, fifo | (e.astype(jnp.uint64) << (4 * k).astype(jnp.uint64)), fifo)
+        hit = jnp.logical_not(arrival) & (((mask >> e) & u(1)) == 1)
+        free = hit & (q == 0)
+        bit_j = jnp.where(join, u(1) << j, u(0))
+        bit_e = jnp.where(free, u(1) << e, u(0))
         mask = (mask | bit_j) & ~bit_e
-        q = q + waits.astype(jnp.int32) - (hit & from_queue).astype(jnp.int32)
-        acc_busy = acc_busy + ((mask[None, :] >> idx) & 1).astype(jnp.int32)
-        acc_done = acc_done + ((idx == e[None, :]) & hit[None, :]).astype(jnp.int32)
-        return (state, mask, q, fifo, acc_busy, acc_done, acc_q + q, acc_arr + arrival, acc_wait + waits)
+        pend = (jnp.where(join, j, e) | (join.astype(u) << _JOIN) | (free.astype(u) << _FREE)
+                | (hit.astype(u) << _HIT) | (arrival.astype(u) << _ARR) | (waits.astype(u) << _WAIT)
+                | (k << _K))
+        return mask, pend
+
+    def account(acc, pend, s):
+        """Add the recorded step s to the counters (lazy busy time, completions, arrivals)."""
+        acc_busy, acc_done, acc_q, acc_arr, acc_wait = acc
+        server = (pend & u(31))[None, :] == idx
+        v = jnp.where(_flag(pend, _JOIN), -s, jnp.where(_flag(pend, _FREE), s, 0))
+        acc_busy = acc_busy + jnp.where(server, v[None, :], 0)
+        acc_done = acc_done + (server & _flag(pend, _HIT)[None, :]).astype(jnp.int32)
+        return (acc_busy, acc_done, acc_q, acc_arr + _flag(pend, _ARR).astype(jnp.int32),
+                acc_wait + _flag(pend, _WAIT).astype(jnp.int32))
+
+    def step(i, c):
+        state, bits, word, q_prev, fifo_prev, *acc = c
+        mask = (word >> 32).astype(u)
+        pend = word.astype(u)  # the record of step i - 1 (low half: the per-server counters read it)
+        q = _queue_after(q_prev, pend)
+        fifo = _fifo_after(fifo_prev, pend) if policy == "longest_idle" else fifo_prev
+        acc = list(account(acc, pend, i - 1))
+        acc[2] = acc[2] + q.astype(jnp.int64)  # sum of q before steps 0..nsteps-1; fixed below
+        mask, pend = decode(bits, mask, q, fifo)
+        state, bits = _rng.next_u64(state)  # pipelined draw for step i + 1
+        word = (mask.astype(jnp.uint64) << 32) | pend.astype(jnp.uint64)
+        return (state, bits, word, q, fifo, *acc)
 
     zn = jnp.zeros((n, R), jnp.int32)
     zr = jnp.zeros((R,), jnp.int32)
-    c = (state, mask, q, fifo, zn, zn, jnp.zeros((R,), jnp.int64), zr, zr)
-    state, mask, q, fifo, *acc = jax.lax.fori_loop(0, nsteps, step, c)
-    return (state, mask, q, fifo), tuple(acc)
+    state1, bits1 = _rng.next_u64(state)
+    acc0 = [zn, zn, jnp.zeros((R,), jnp.int64), zr, zr]
+    c = (state1, bits1, mask.astype(jnp.uint64) << 32, q, fifo, *acc0)  # empty record: no-op
+    state1, _, word, q_prev, fifo_prev, *acc = jax.lax.fori_loop(0, nsteps, step, c)
+    state = state1 - jnp.uint64(_rng.GOLDEN)  # the lookahead drew one word too many
+    mask_end = (word >> 32).astype(u)
+    pend = word.astype(u)
+    q_end = _queue_after(q_prev, pend)
+    fifo_end = _fifo_after(fifo_prev, pend) if policy == "longest_idle" else fifo_prev
+    acc = list(account(acc, pend, nsteps - 1))
+    acc[0] = acc[0] + nsteps * ((mask_end[None, :] >> idx) & u(1)).astype(jnp.int32)
+    acc[2] = acc[2] - q.astype(jnp.int64) + q_end.astype(jnp.int64)  # q after steps 0..nsteps-1
+    return (state, mask_end, q_end, fifo_end), _totals_add(totals, acc, record)
 
 
 def simulate(lam: float, mus, *, events: int, replicas: int = 1, seed: int = 0, burn_in: int = 0,
              policy: str = "random", chunk: int = 1 << 16, progress: bool = False,
-             kernel: str = "auto", threads: int | None = None) -> SimulationResult:
+             kernel: str = "auto") -> SimulationResult:
     """Simulate ``replicas`` independent copies of the heterogeneous M/M/n for ``events`` steps each.
 
     The model: Poisson(lam) arrivals, server j serves at rate mus[j], an arrival finding idle
@@ -217,8 +312,13 @@ def simulate(lam: float, mus, *, events: int, replicas: int = 1, seed: int = 0, 
     and "longest_idle" the busy fractions estimate Cabral's P_j (the fast server is busy less,
     yet completes more); "fastest" is the informed-customer contrast.
 
-    Work is split into chunks of ``chunk`` steps (one compiled loop, host loop over chunks,
-    optional tqdm bar); the carry holds only the state and this chunk's counters.
+    Replicas are sharded over all JAX devices (on CPU, one host device per core; see
+    :mod:`qlib._sharding`): their number is padded to a multiple of the device count with
+    extra independent streams, which are dropped. Replica r's numbers depend only on
+    (seed, r), not on ``replicas``, the device count or ``chunk``. Work runs in chunks of
+    ``chunk`` steps (one compiled loop each, optional tqdm bar); counters stay on the devices.
+    ``kernel``: "bits" (bitmask state, n <= 32, or n <= 16 for "longest_idle"), "array" (any n),
+    or "auto" (bits when it applies); both give identical results.
     """
     lam_f, m, events, replicas, seed, burn_in, policy, chunk = _check(
         lam, mus, events, replicas, seed, burn_in, policy, chunk)
@@ -236,51 +336,39 @@ def simulate(lam: float, mus, *, events: int, replicas: int = 1, seed: int = 0, 
         raise ValueError(f"kernel='bits' needs n <= {16 if policy == 'longest_idle' else 32} servers; got {n}")
     use_bits = bits_ok and kernel != "array"
 
-    if threads is None:
-        threads = min(os.cpu_count() or 1, 8)
-    threads = _validate.integer("threads", threads, low=1)
-    # replicas are independent streams, so shards can run concurrently (XLA releases the GIL)
-    shards = max(1, min(threads, replicas // 64))
-    bounds = np.linspace(0, replicas, shards + 1).astype(int)
     sizes = _chunks(burn_in, chunk) + _chunks(events, chunk)
     n_burn = len(_chunks(burn_in, chunk))
-    bar = None
-    if progress:
-        from tqdm.auto import tqdm
-        bar = tqdm(total=(burn_in + events) * replicas, unit="ev", unit_scale=True)
-
-    def run_shard(r0: int, r1: int):
-        R = r1 - r0
-        with jax.enable_x64(True):  # thread-local switch: set in every worker
-            th = jnp.asarray(thresholds, dtype=jnp.uint64)
-            state = _rng.replica_states(seed, jnp.arange(r0, r1, dtype=jnp.uint64))
-            q = jnp.zeros((R,), jnp.int32)
-            if use_bits:
-                fifo0 = sum((n - 1 - p) << (4 * p) for p in range(n)) if policy == "longest_idle" else 0
-                carry = (state, jnp.zeros((R,), jnp.uint32), q, jnp.full((R,), fifo0, jnp.uint64))
-                run = partial(_run_chunk_bits, policy=policy, n=n)
-            else:
-                stamp = jnp.broadcast_to(-1 - jnp.arange(n, dtype=jnp.int32)[:, None], (n, R))
-                carry = (state, jnp.zeros((n, R), bool), q, jnp.array(stamp))
-                run = partial(_run_chunk, policy=policy)
-            tot = [np.zeros((n, R)), np.zeros((n, R)), np.zeros(R), np.zeros(R), np.zeros(R)]
+    R = _sharding.padded(replicas)  # padding replicas: real, independent streams, dropped below
+    with jax.enable_x64(True):
+        th = jnp.asarray(thresholds, dtype=jnp.uint64)
+        state = _rng.replica_states(seed, jnp.arange(R, dtype=jnp.uint64))
+        q = jnp.zeros((R,), jnp.int32)
+        if use_bits:
+            fifo0 = sum((n - 1 - p) << (4 * p) for p in range(n)) if policy == "longest_idle" else 0
+            carry = (state, jnp.zeros((R,), jnp.uint32), q, jnp.full((R,), fifo0, jnp.uint64))
+            run = partial(_run_chunk_bits, policy=policy, n=n)
+        else:
+            stamp = jnp.broadcast_to(-1 - jnp.arange(n, dtype=jnp.int32)[:, None], (n, R))
+            carry = (state, jnp.zeros((n, R), bool), q, jnp.array(stamp))
+            run = partial(_run_chunk, policy=policy)
+        totals = (jnp.zeros((n, R), jnp.int64), jnp.zeros((n, R), jnp.int64),
+                  jnp.zeros((R,), jnp.int64), jnp.zeros((R,), jnp.int64), jnp.zeros((R,), jnp.int64))
+        carry = tuple(_sharding.put(x, -1) for x in carry)
+        totals = tuple(_sharding.put(x, -1) for x in totals)
+        bar = None
+        if progress:
+            from tqdm.auto import tqdm
+            bar = tqdm(total=(burn_in + events) * replicas, unit="ev", unit_scale=True, leave=False)
+        try:
             for ci, s in enumerate(sizes):
-                carry, acc = run(carry, th, jnp.int32(s))
-                if ci >= n_burn:
-                    for t, a in zip(tot, acc):
-                        t += np.asarray(a)
+                carry, totals = run(carry, totals, th, jnp.int32(s), jnp.int32(ci >= n_burn))
                 if bar is not None:
-                    bar.update(s * R)
-        return tot
-
-    if shards == 1:
-        parts = [run_shard(0, replicas)]
-    else:
-        with ThreadPoolExecutor(shards) as ex:
-            parts = list(ex.map(run_shard, bounds[:-1], bounds[1:]))
-    if bar is not None:
-        bar.close()
-    tot_busy, tot_done, tot_q, tot_arr, tot_wait = (np.concatenate(x, axis=-1) for x in zip(*parts))
+                    jax.block_until_ready(carry[0])  # let the bar follow the devices
+                    bar.update(s * replicas)
+        finally:
+            if bar is not None:
+                bar.close()
+        tot_busy, tot_done, tot_q, tot_arr, tot_wait = (np.asarray(t)[..., :replicas] for t in totals)
 
     inv = np.argsort(perm)
     time = events / Lambda
