@@ -11,6 +11,8 @@ from __future__ import annotations
 import os
 from contextlib import contextmanager
 from pathlib import Path
+from queue import Empty
+from time import monotonic
 
 import nbformat
 from nbclient import NotebookClient
@@ -23,6 +25,28 @@ NOTEBOOK_DIR = ROOT / "notebooks"
 def notebook_paths() -> list[Path]:
     """The published notebooks, in reading order (NN_name.ipynb)."""
     return sorted(p for p in NOTEBOOK_DIR.glob("[0-9][0-9]_*.ipynb"))
+
+
+def _poll_in_slices(channel, slice_s: float = 0.5) -> None:
+    """Make ``channel.get_msg`` wait in short slices instead of one long poll.
+
+    With widget cells, an asyncio zmq poll can miss a message that has already arrived and
+    then sit until its timeout (nbclient issue #312): the run stalls for minutes after the
+    cell is done. Re-polling every half second picks the message up.
+    """
+    get_msg = channel.get_msg
+
+    async def sliced(timeout: float | None = None):
+        deadline = None if timeout is None else monotonic() + timeout
+        while True:
+            step = slice_s if deadline is None else max(0.0, min(slice_s, deadline - monotonic()))
+            try:
+                return await get_msg(timeout=step)
+            except Empty:
+                if deadline is not None and monotonic() >= deadline:
+                    raise
+
+    channel.get_msg = sliced
 
 
 def strip_widget_state(nb) -> None:
@@ -67,6 +91,14 @@ def execute(path: str | os.PathLike, *, smoke: bool, output: str | os.PathLike |
                             resources={"metadata": {"path": str(path.parent)}})
     if bar is not None:
         client.on_cell_executed = lambda **kw: bar.update(1)
+
+    def patch_channels(**_):
+        if not getattr(client.kc, "_qlib_sliced", False):
+            _poll_in_slices(client.kc.shell_channel)
+            _poll_in_slices(client.kc.iopub_channel)
+            client.kc._qlib_sliced = True
+
+    client.on_cell_start = patch_channels
     env = {SMOKE_ENV: "1" if smoke else None} | (extra_env or {})
     with _env(**env):
         try:
