@@ -76,14 +76,6 @@ def _pad_replicas(u: np.ndarray, R: int) -> np.ndarray:
     return np.pad(u, ((0, 0), (0, R - u.shape[1])), mode="edge")
 
 
-def _bar(total: int, show: bool, desc: str):
-    if not show:
-        return None
-    from tqdm.auto import tqdm
-
-    return tqdm(total=total, unit="step", unit_scale=True, desc=desc, leave=False)
-
-
 # --------------------------------------------------------------------------- meeting times
 
 @partial(jax.jit, static_argnames=("replacement", "ordered"))
@@ -177,7 +169,7 @@ def _meeting_times(n, d, lam, replicas, seed, max_steps, replacement, lo0, hi0, 
         "overflow": jnp.zeros(R, bool),
     }
     c = E._consts(n, d, lam)
-    bar = _bar(max_steps, progress, "meeting times")
+    bar = E._progress_bar(max_steps, progress, "meeting times")
     t = 0
     # Chunks grow from ~2^24 replica-level updates (live progress bar, little dispatch
     # overhead); chunk ends are multiples of the block, so a run may pass max_steps by less
@@ -297,7 +289,7 @@ def _coupled_paths(n, d, lam, u0, replicas, seed, every, nframes, replacement, L
     frames = [np.asarray(carry["u"])]
     # Frames per call: a fixed size (one compile) of ~2^24 chain-level updates.
     per = int(max(1, min(nframes, 2**24 // max(1, every * R * len(u0) * L))))
-    bar = _bar(nframes * every, progress, "coupled paths")
+    bar = E._progress_bar(nframes * every, progress, "coupled paths")
     done = 0
     while done < nframes:
         while True:

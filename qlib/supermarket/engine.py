@@ -484,9 +484,10 @@ def _simulate(n, d, lam, steps, replicas, seed, burn_in, u0, L, replacement, bat
         trajectory=traj, record_every=record_every)
 
 
-def _progress_bar(total: int, show: bool):
+def _progress_bar(total: int, show: bool, desc: str = "supermarket"):
+    """A tqdm.auto bar over steps (None when not shown); shared by the coupling code."""
     if not show:
         return None
     from tqdm.auto import tqdm
 
-    return tqdm(total=total, unit="step", unit_scale=True, desc="supermarket", leave=False)
+    return tqdm(total=total, unit="step", unit_scale=True, desc=desc, leave=False)
