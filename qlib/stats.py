@@ -56,11 +56,18 @@ def batch_means(series: np.ndarray, batches: int = 20, axis: int = 0) -> Estimat
     return replica_mean(b, axis=0)
 
 
-def confidence_interval(est: Estimate, level: float = 0.95) -> tuple[np.ndarray, np.ndarray]:
-    """Student-t interval mean ± t_{dof} · stderr."""
+def t_quantile(dof: int, level: float = 0.95) -> float:
+    """The two-sided Student-t factor: mean ± t_quantile(dof, level) · stderr covers ``level``."""
     if not 0 < level < 1:
         raise ValueError(f"level must be in (0, 1); got {level}")
-    t = _st.t.ppf(0.5 + level / 2, est.dof)
+    if dof < 1:
+        raise ValueError(f"dof must be an integer >= 1; got {dof}")
+    return float(_st.t.ppf(0.5 + level / 2, dof))
+
+
+def confidence_interval(est: Estimate, level: float = 0.95) -> tuple[np.ndarray, np.ndarray]:
+    """Student-t interval mean ± t_{dof} · stderr."""
+    t = t_quantile(est.dof, level)
     return est.mean - t * est.stderr, est.mean + t * est.stderr
 
 

@@ -37,6 +37,7 @@ import numpy as np
 
 from qlib import _rng, _sharding
 from qlib import _validate as V
+from qlib.supermarket.theory import check_parameters as _theory_check
 from qlib.supermarket.theory import fluid_fixed_point, predicted_max_length
 
 MAX_N = 2**32 - 1  # the departure rank is drawn as (32 random bits * n) >> 32 in uint64
@@ -46,15 +47,9 @@ _TWO32 = 4294967296.0
 # --------------------------------------------------------------------------- validation
 
 def check_parameters(n: Any, d: Any, lam: Any, replacement: Any = True) -> tuple[int, int, float, bool]:
-    """Validate (n, d, lam, replacement); ValueError naming the parameter otherwise."""
+    """Validate (n, d, lam, replacement) for simulation (n <= 2^32 - 1); ValueError otherwise."""
     n = V.integer("n", n, low=1, high=MAX_N)
-    d = V.integer("d", d, low=1)
-    lam = V.real("lam", lam, low=0.0, high=1.0)
-    if not isinstance(replacement, (bool, np.bool_)):
-        raise ValueError(f"replacement must be True or False; got {replacement!r}")
-    if not replacement and d > n:
-        raise ValueError(f"d must be an integer in [1, n] = [1, {n}] when sampling without replacement; got {d}")
-    return n, d, lam, bool(replacement)
+    return _theory_check(n, d, lam, replacement)  # type: ignore[return-value]
 
 
 # --------------------------------------------------------------------------- initial states

@@ -27,6 +27,7 @@ from qlib import stats
 from qlib.cache import cached
 from qlib.supermarket.engine import SupermarketResult, check_parameters, simulate
 from qlib.supermarket.refined import refined_mean_field
+from qlib.supermarket.refined import relaxation_time as _relaxation_time
 from qlib.supermarket.theory import (asymptotic_profile, boundary_distance, fluid_fixed_point,
                                      predicted_max_length)
 
@@ -39,8 +40,7 @@ def relaxation_time(d: int, lam: float) -> float:
     The slowest linear mode of the fluid ODE: a run started at the fluid fixed point reaches
     the finite-n equilibrium after a few tau. It grows like 1/(1-lam) as lam -> 1.
     """
-    r = refined_mean_field(d, lam)
-    return float(1.0 / np.min(np.abs(np.linalg.eigvals(r.jacobian).real)))
+    return _relaxation_time(d, lam)
 
 
 def fluid_max_length(n: int, d: int, lam: float) -> int:
@@ -89,7 +89,7 @@ def profile_view(one_minus_lam: float, d: int, n: int) -> dict:
     asym[:m] = a[:m]
     return {"lam": lam, "d": d, "n": n, "k": k, "boundary_distance": boundary_distance(d, lam),
             "fluid_max": fluid_max_length(n, d, lam),
-            "tau": float(1.0 / np.min(np.abs(np.linalg.eigvals(r.jacobian).real))),
+            "tau": r.relaxation_time,
             "levels": np.arange(L + 1), "fluid": fluid, "refined": refined, "asymptotic": asym}
 
 

@@ -39,7 +39,7 @@ import numpy as np
 from scipy.linalg import solve_continuous_lyapunov
 
 from qlib import _validate as V
-from qlib.supermarket.theory import fluid_fixed_point
+from qlib.supermarket.theory import check_parameters, fluid_fixed_point
 
 #: levels are added until the fluid fixed point falls below this (it then stays ~0: the
 #: tail decays doubly exponentially, so higher levels carry nothing at order 1/n either).
@@ -70,6 +70,11 @@ class RefinedMeanField:
     @property
     def levels(self) -> int:
         return self.fixed_point.size - 1
+
+    @property
+    def relaxation_time(self) -> float:
+        """tau = 1/min|Re eig A| (model time): the slowest linear mode of the fluid ODE."""
+        return float(1.0 / np.min(np.abs(np.linalg.eigvals(self.jacobian).real)))
 
     def tail_fraction(self, n: int) -> np.ndarray:
         """Refined E[u_i]/n = s_i + V_i/n, clipped to [0, 1] (i = 0..L)."""
@@ -127,6 +132,15 @@ def _levels_for(d: int, lam: float) -> int:
     return L + 1
 
 
+def relaxation_time(d: int, lam: float) -> float:
+    """tau = 1/min|Re eig A|, A the Jacobian of the fluid drift at its fixed point (model time).
+
+    The slowest linear mode of the fluid ODE: a perturbation of the fixed point decays like
+    exp(-t/tau). It grows like 1/(1-lam) as lam -> 1. Run lengths are measured in units of tau.
+    """
+    return refined_mean_field(d, lam).relaxation_time
+
+
 def refined_mean_field(d: int, lam: float, levels: int | None = None, *,
                        replacement: bool = True) -> RefinedMeanField:
     """The refined mean field (Gast & Van Houdt 2017) of the supermarket model's count chain.
@@ -136,8 +150,7 @@ def refined_mean_field(d: int, lam: float, levels: int | None = None, *,
     ``replacement=False`` adds the 1/n term of the without-replacement drift. Returns a
     :class:`RefinedMeanField`; ``.tail_fraction(n)`` is the refined E[u_i]/n.
     """
-    d = V.integer("d", d, low=1)
-    lam = V.real("lam", lam, low=0.0, high=1.0)
+    _, d, lam, _ = check_parameters(None, d, lam)
     if not isinstance(replacement, (bool, np.bool_)):
         raise ValueError(f"replacement must be True or False; got {replacement!r}")
     L = _levels_for(d, lam) if levels is None else V.integer("levels", levels, low=1, high=MAX_LEVELS)

@@ -24,7 +24,16 @@ from scipy.special import gammaln
 from qlib import _validate as V
 
 
-def _check(d, lam, replacement, n=None):
+def check_parameters(n: int | None, d: int, lam: float, replacement: bool = True
+                     ) -> tuple[int | None, int, float, bool]:
+    """The one check of the supermarket model's parameters (n, d, lam, replacement).
+
+    ``n`` >= 1 queues (None for the n -> oo theory, allowed only with replacement), ``d`` >= 1
+    choices, arrival rate ``lam`` in (0, 1), ``replacement`` a bool, and d <= n when sampling
+    without replacement. Raises ValueError naming the parameter and its allowed range.
+    """
+    if n is not None:
+        n = V.integer("n", n, low=1)
     d = V.integer("d", d, low=1)
     lam = V.real("lam", lam, low=0.0, high=1.0)
     if not isinstance(replacement, (bool, np.bool_)):
@@ -32,8 +41,18 @@ def _check(d, lam, replacement, n=None):
     if not replacement:
         if n is None:
             raise ValueError("n is required when replacement=False (the law depends on n); got None")
-        n = V.integer("n", n, low=d)
-    return d, lam, bool(replacement), n
+        if d > n:
+            raise ValueError(f"d must be an integer in [1, n] = [1, {n}] when sampling without "
+                             f"replacement; got {d}")
+    return n, d, lam, bool(replacement)
+
+
+def steps_per_time(n: int, lam: float) -> float:
+    """Uniformised steps of the count chain per unit of model time (one mean service time).
+
+    The chain is uniformised at total rate n(1 + lam), so t units of time are (1 + lam) n t steps.
+    """
+    return (1.0 + lam) * n
 
 
 def all_sampled_at_least(s, d: int, *, replacement: bool = True, n: int | None = None):
@@ -96,7 +115,7 @@ def fluid_fixed_point(d: int, lam: float, levels: int, *, replacement: bool = Tr
     With replacement this is lam^((d^i - 1)/(d - 1)) (lam^i for d = 1); without replacement the
     finite-n g(s) = C(ns, d)/C(n, d) is used, so ``n`` is required.
     """
-    d, lam, replacement, n = _check(d, lam, replacement, n)
+    n, d, lam, replacement = check_parameters(n, d, lam, replacement)
     levels = V.integer("levels", levels, low=0)
     s = np.empty(levels + 1)
     s[0] = 1.0
@@ -121,7 +140,7 @@ def fluid_trajectory(d: int, lam: float, times, initial, *, replacement: bool = 
     has shape (len(times), L+1) with s_0 = 1 in column 0. Time is in the model's units
     (one unit = mean service time).
     """
-    d, lam, replacement, n = _check(d, lam, replacement, n)
+    n, d, lam, replacement = check_parameters(n, d, lam, replacement)
     times = np.asarray(times, dtype=float)
     if times.ndim != 1 or times.size == 0 or np.any(~np.isfinite(times)) or np.any(times < 0) \
             or np.any(np.diff(times) < 0):
