@@ -47,6 +47,52 @@ def integer(name: str, value: object, *, low: int | None = None, high: int | Non
     return v
 
 
+#: A conservative rate for run-time estimates (replica-steps per second on one CPU core); a GPU
+#: is faster, which only makes the estimate an upper bound on the time.
+STEPS_PER_SECOND = 2e7
+YEAR_SECONDS = 3.15e7
+
+
+def work(name: str, replica_steps: float, *, rate: float = STEPS_PER_SECOND) -> None:
+    """Reject a run that could not finish within a year at ``rate`` replica-steps per second.
+
+    ``name`` is the parameter to blame (e.g. "steps"); the message gives the estimate.
+    """
+    seconds = float(replica_steps) / rate
+    if seconds > YEAR_SECONDS:
+        raise ValueError(f"{name}: {float(replica_steps):.3g} replica-steps would take about "
+                         f"{seconds / YEAR_SECONDS:.3g} years at {rate:.0e} replica-steps/s; at most "
+                         f"{rate * YEAR_SECONDS:.3g} replica-steps (one year) are accepted")
+
+
+def available_memory() -> int:
+    """Bytes of memory available to this process (MemAvailable, else physical memory)."""
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    try:
+        import os
+
+        return int(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
+    except (ValueError, OSError, AttributeError):
+        return 2**62
+
+
+def memory(name: str, nbytes: float, what: str) -> None:
+    """Reject, before anything is allocated, a run whose arrays would not fit in memory.
+
+    ``what`` says what the bytes are (e.g. "levels x replicas x 8 bytes x 4 buffers").
+    """
+    have = available_memory()
+    if nbytes > have:
+        raise ValueError(f"{name}: the run needs about {nbytes / 2**30:.3g} GiB ({what}), more than the "
+                         f"{have / 2**30:.3g} GiB of memory available; lower {name}")
+
+
 def choice(name: str, value: object, allowed: tuple[str, ...]) -> str:
     if value not in allowed:
         raise ValueError(f"{name} must be one of {', '.join(map(repr, allowed))}; got {value!r}")

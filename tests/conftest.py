@@ -1,0 +1,50 @@
+"""Shared test fixtures.
+
+``run_on_devices``: run a snippet of Python in a fresh process with K JAX host devices (the
+device count is fixed when JAX starts, so each count needs its own process) and return the
+arrays it saved. Every "1 device == many devices, bit for bit" test goes through it.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def child_env(devices: int) -> dict[str, str]:
+    """The environment of a child process with ``devices`` CPU host devices and this checkout's qlib."""
+    env = {k: v for k, v in os.environ.items() if k not in ("QLIB_HOST_DEVICES", "XLA_FLAGS")}
+    env.update(XLA_FLAGS=f"--xla_force_host_platform_device_count={devices}", JAX_PLATFORMS="cpu",
+               PYTHONPATH=str(ROOT) + os.pathsep + env.get("PYTHONPATH", ""))
+    return env
+
+
+@pytest.fixture
+def run_on_devices(tmp_path: Path) -> Callable[[int, str], dict[str, np.ndarray]]:
+    """``run_on_devices(k, code)``: execute ``code`` with k host devices; return what it saved.
+
+    ``code`` must define a dict ``out`` of arrays; it runs after ``import numpy as np``, and the
+    child asserts that JAX really sees k devices. Fails with the child's stderr on error.
+    """
+    def run(devices: int, code: str) -> dict[str, np.ndarray]:
+        path = tmp_path / f"devices{devices}.npz"
+        script = ("import sys\nimport numpy as np\nimport jax\n"
+                  f"assert jax.device_count() == {devices}, jax.devices()\n"
+                  + textwrap.dedent(code)
+                  + "\nnp.savez(sys.argv[1], **{k: np.asarray(v) for k, v in out.items()})\n")
+        p = subprocess.run([sys.executable, "-c", script, str(path)], env=child_env(devices),
+                           capture_output=True, text=True, timeout=600)
+        assert p.returncode == 0, p.stderr[-4000:]
+        with np.load(path) as z:
+            return {k: z[k] for k in z.files}
+
+    return run
