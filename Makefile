@@ -1,5 +1,6 @@
 # make test     — set up (a .venv unless an environment is active) and run the test-suite,
 #                 which executes every notebook in smoke mode.
+# make test-quick — the same without the slow tests (notebook execution): the quick local loop.
 # make figures  — set up and run the main job: every notebook in full mode -> figures/,
 #                 and the claims table -> figures/claims.md.
 # make bench    — the benchmark suite -> benchmarks/README.md tables and plots.
@@ -14,7 +15,7 @@ PY := python
 endif
 STAMP := $(if $(VENV),$(VENV),.)/.qlib-installed
 
-.PHONY: setup test figures bench bench-quick browser-test claims clean
+.PHONY: setup test test-quick figures bench bench-quick browser-test claims clean
 
 $(STAMP): pyproject.toml
 	@if [ -n "$(VENV)" ] && [ ! -x "$(PY)" ]; then python3 -m venv $(VENV); fi
@@ -26,6 +27,9 @@ setup: $(STAMP)
 
 test: setup
 	$(PY) -m pytest
+
+test-quick: setup
+	$(PY) -m pytest -m "not slow"
 
 figures: setup
 	$(PY) -m qlib figures

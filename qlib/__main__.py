@@ -25,7 +25,8 @@ def reproduce(quick: bool, markdown: str | None = None, json_path: str | None = 
 
     enable_compilation_cache()
     t0 = time.perf_counter()
-    rows = claims.collect(quick=quick, progress=lambda title: print(f"[qlib] checking {title} ...", flush=True))
+    rows = claims.collect("smoke" if quick else "full",
+                          progress=lambda title: print(f"[qlib] checking {title} ...", flush=True))
     print(claims.to_text(rows))
     print(f"[qlib] {time.perf_counter() - t0:.0f} s ({'quick' if quick else 'full'} mode)")
     md = claims.to_markdown(rows)
@@ -59,7 +60,8 @@ def figures(only: list[str] | None, smoke: bool) -> int:
     for p in paths:
         t0 = time.perf_counter()
         print(f"[qlib] executing {p.name} ({'smoke' if smoke else 'full'} mode)", flush=True)
-        notebooks.execute(p, smoke=smoke, output=None if smoke else p, progress=True, extra_env=env)
+        notebooks.execute(p, smoke=smoke, output=None if smoke else notebooks.paired_ipynb(p),
+                          progress=True, extra_env=env)
         print(f"[qlib] {p.name} done in {time.perf_counter() - t0:.0f} s", flush=True)
     if only:
         return 0

@@ -1,23 +1,23 @@
 """The claims table: one row per paper claim, theory against measurement, PASS or FAIL.
 
-Each model contributes rows through a function ``claim_rows(quick) -> list[ClaimRow]``
-(registered in :data:`SOURCES`). The notebooks call the same functions, so the table printed
-by ``python -m qlib reproduce`` and written to ``figures/claims.md`` by ``make figures`` are
-the numbers the figures show.
+Each study of :mod:`qlib.studies` (listed in :data:`STUDIES`) computes its numbers with
+``run(mode)`` and turns that same result into rows with ``claim_rows(result)``. The notebooks
+call the same two functions, so the table printed by ``python -m qlib reproduce`` and written
+to ``figures/claims.md`` by ``make figures`` shows the numbers the figures show.
 """
 
 from __future__ import annotations
 
 import importlib
 import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from typing import Callable, Iterable
 
-# module path -> function name; imported lazily so `import qlib` stays light.
-SOURCES: dict[str, tuple[str, str]] = {
-    "supermarket: maximum queue length": ("qlib.supermarket.claims", "max_length_rows"),
-    "supermarket: mixing time": ("qlib.supermarket.mixing_claims", "mixing_rows"),
-    "heterogeneous servers": ("qlib.heterogeneous.claims", "claim_rows"),
+#: table section -> study module; imported lazily so `import qlib` stays light.
+STUDIES: dict[str, str] = {
+    "supermarket: maximum queue length": "qlib.studies.max_length",
+    "supermarket: mixing time": "qlib.studies.mixing",
+    "heterogeneous servers": "qlib.studies.who_works_the_most",
 }
 
 
@@ -36,24 +36,24 @@ class ClaimRow:
     passed: bool
     criterion: str = ""
     source: str = ""
-    extra: dict = field(default_factory=dict)
 
     @property
     def verdict(self) -> str:
         return "PASS" if self.passed else "FAIL"
 
 
-def collect(quick: bool = False, only: Iterable[str] | None = None,
+def collect(mode: str = "full", only: Iterable[str] | None = None,
             progress: Callable[[str], None] | None = None) -> list[ClaimRow]:
-    """Run every registered claim source and return their rows, in table order."""
+    """Run every study (``run(mode)`` then ``claim_rows``) and return the rows, in table order."""
     rows: list[ClaimRow] = []
-    for title, (mod, fn) in SOURCES.items():
+    for title, module in STUDIES.items():
         if only is not None and title not in only:
             continue
         if progress:
             progress(title)
-        f = getattr(importlib.import_module(mod), fn)
-        rows.extend(_with_source(r, title) for r in f(quick=quick))
+        study = importlib.import_module(module)
+        result = study.run(mode, progress=False)
+        rows.extend(_with_source(r, title) for r in study.claim_rows(result))
     return rows
 
 

@@ -1,9 +1,12 @@
 """Execute the notebooks: smoke mode for the tests, full mode for the published figures.
 
-Notebooks read ``QLIB_SMOKE`` in their parameters cell; this module sets it for the kernel,
-runs every cell with nbclient (a failing cell raises), shows progress over cells, and writes
-the executed notebook back with ``metadata.widgets`` stripped (widget state is machine noise
-and breaks GitHub's renderer).
+Each notebook is a MyST Markdown text file ``notebooks/NN_name.md`` (the source, read and
+reviewed as text) paired by jupytext with ``notebooks/NN_name.ipynb`` (the same cells with the
+outputs of the full run). Notebooks read ``QLIB_SMOKE`` in their parameters cell; this module
+sets it for the kernel, runs every cell with nbclient (a failing cell raises), shows progress
+over cells, and writes the executed ``.ipynb`` so that the same commit gives the same file:
+fixed cell ids, no execution timings, no widget state or widget views (machine noise, random
+model ids, live progress bars), no stderr streams.
 """
 
 from __future__ import annotations
@@ -14,17 +17,34 @@ from pathlib import Path
 from queue import Empty
 from time import monotonic
 
+import jupytext
 import nbformat
 from nbclient import NotebookClient
 
+from qlib._progress import progress_bar
 from qlib.config import ROOT, SMOKE_ENV
 
 NOTEBOOK_DIR = ROOT / "notebooks"
+WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 
 
 def notebook_paths() -> list[Path]:
-    """The published notebooks, in reading order (NN_name.ipynb)."""
-    return sorted(p for p in NOTEBOOK_DIR.glob("[0-9][0-9]_*.ipynb"))
+    """The notebooks' sources, in reading order (notebooks/NN_name.md)."""
+    return sorted(p for p in NOTEBOOK_DIR.glob("[0-9][0-9]_*.md"))
+
+
+def paired_ipynb(path: str | os.PathLike) -> Path:
+    """The .ipynb paired with a notebook source (same name, outputs of the full run)."""
+    return Path(path).with_suffix(".ipynb")
+
+
+def read(path: str | os.PathLike):
+    """A notebook (nbformat node) from its .md source or an .ipynb, with fixed cell ids."""
+    path = Path(path)
+    nb = jupytext.read(path) if path.suffix == ".md" else nbformat.read(path, as_version=4)
+    for i, cell in enumerate(nb.cells):
+        cell["id"] = f"cell-{i:02d}"
+    return nb
 
 
 def _poll_in_slices(channel, slice_s: float = 0.5) -> None:
@@ -49,10 +69,18 @@ def _poll_in_slices(channel, slice_s: float = 0.5) -> None:
     channel.get_msg = sliced
 
 
-def strip_widget_state(nb) -> None:
+def strip_machine_noise(nb) -> None:
+    """Drop what differs between two runs of the same commit: widget state and views (random
+    model ids; progress bars with timings), stderr streams, execution timings."""
     nb.metadata.pop("widgets", None)
     for cell in nb.cells:
         cell.metadata.pop("widgets", None)
+        cell.metadata.pop("execution", None)
+        if cell.cell_type != "code":
+            continue
+        cell.outputs = [o for o in cell.get("outputs", [])
+                        if not (o.get("output_type") == "stream" and o.get("name") == "stderr")
+                        and WIDGET_VIEW not in o.get("data", {})]
 
 
 @contextmanager
@@ -75,22 +103,19 @@ def _env(**values: str | None):
 
 def execute(path: str | os.PathLike, *, smoke: bool, output: str | os.PathLike | None = None,
             timeout: int = 3600, progress: bool = False, extra_env: dict | None = None):
-    """Run every cell of one notebook in a fresh kernel; return the executed notebook.
+    """Run every cell of one notebook (its .md source or an .ipynb) in a fresh kernel; return
+    the executed notebook, machine noise stripped (:func:`strip_machine_noise`).
 
     ``smoke`` sets QLIB_SMOKE=1 for the kernel. ``output`` (optional) is where the executed
-    notebook is written, widget state stripped. A failing cell raises ``CellExecutionError``.
+    notebook is written as .ipynb. A failing cell raises ``CellExecutionError``.
     """
     path = Path(path)
-    nb = nbformat.read(path, as_version=4)
-    bar = None
-    if progress:
-        from tqdm.auto import tqdm
-
-        bar = tqdm(total=sum(c.cell_type == "code" for c in nb.cells), desc=path.name, unit="cell")
-    client = NotebookClient(nb, timeout=timeout, kernel_name="python3",
+    nb = read(path)
+    bar = progress_bar(sum(c.cell_type == "code" for c in nb.cells), show=progress, desc=path.name,
+                       unit="cell")
+    client = NotebookClient(nb, timeout=timeout, kernel_name="python3", record_timing=False,
                             resources={"metadata": {"path": str(path.parent)}})
-    if bar is not None:
-        client.on_cell_executed = lambda **kw: bar.update(1)
+    client.on_cell_executed = lambda **kw: bar.update(1)
 
     def patch_channels(**_):
         if not getattr(client.kc, "_qlib_sliced", False):
@@ -104,9 +129,8 @@ def execute(path: str | os.PathLike, *, smoke: bool, output: str | os.PathLike |
         try:
             client.execute()
         finally:
-            if bar is not None:
-                bar.close()
-    strip_widget_state(nb)
+            bar.close()
+    strip_machine_noise(nb)
     if output is not None:
-        nbformat.write(nb, output)
+        jupytext.write(nb, output)
     return nb

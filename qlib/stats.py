@@ -7,10 +7,14 @@ from batch means of one long run when there is a single replica.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from scipy import stats as _st
+
+from qlib import _validate as V
 
 
 @dataclass(frozen=True)
@@ -74,3 +78,53 @@ def confidence_interval(est: Estimate, level: float = 0.95) -> tuple[np.ndarray,
 def z_score(est: Estimate, exact: np.ndarray, floor: float = 0.0) -> np.ndarray:
     """|mean − exact| / stderr, with ``floor`` added to the stderr (guards a zero-variance level)."""
     return np.abs(est.mean - np.asarray(exact)) / (est.stderr + floor)
+
+
+@dataclass(frozen=True)
+class PowerFit:
+    """E[T] ~ prefactor * x^exponent, fitted by least squares on log mean against log x.
+
+    ``ci`` is a 95% bootstrap interval (replicas resampled within each x); ``stderr`` is the
+    bootstrap standard deviation of the exponent.
+    """
+
+    exponent: float
+    stderr: float
+    ci: tuple[float, float]
+    prefactor: float
+
+    def __str__(self) -> str:
+        return f"{self.exponent:.3f} (95% CI {self.ci[0]:.3f} to {self.ci[1]:.3f})"
+
+
+def fit_power_law(x: Any, samples: Any, *, boot: int = 2000, seed: int = 0) -> PowerFit:
+    """Fit the exponent b in E[T(x)] = a x^b from replicas ``samples[j, r]`` at each ``x[j]``.
+
+    The point estimate regresses log(mean_r samples[j]) on log x[j]; the CI resamples the
+    replicas at every x (bootstrap, ``boot`` times, fixed ``seed``) and refits. All samples
+    must be finite and positive (an unmet replica, T = inf, is an error: raise max_steps).
+    """
+    x = np.asarray(x, dtype=float)
+    y = np.asarray(samples, dtype=float)
+    if x.ndim != 1 or x.size < 2 or np.any(x <= 0) or len(set(x.tolist())) < 2:
+        raise ValueError("x must hold at least 2 distinct positive values")
+    if y.ndim != 2 or y.shape[0] != x.size or y.shape[1] < 2:
+        raise ValueError(f"samples must have shape (len(x), replicas >= 2) = ({x.size}, R); got {y.shape}")
+    if np.any(~np.isfinite(y)) or np.any(y <= 0):
+        raise ValueError("samples must be finite and positive (inf = a replica that never met: raise max_steps)")
+    boot = V.integer("boot", boot, low=10)
+    lx = np.log(x)
+
+    def slope(means):
+        b, a = np.polyfit(lx, np.log(means), 1)
+        return b, a
+
+    b, a = slope(y.mean(axis=1))
+    rng = np.random.default_rng(seed)
+    R = y.shape[1]
+    idx = rng.integers(0, R, size=(boot, y.shape[0], R))
+    means = np.take_along_axis(y[None], idx, axis=2).mean(axis=2)  # (boot, points)
+    bs = np.polyfit(lx, np.log(means).T, 1)[0]
+    lo, hi = np.quantile(bs, [0.025, 0.975])
+    return PowerFit(exponent=float(b), stderr=float(bs.std(ddof=1)), ci=(float(lo), float(hi)),
+                    prefactor=float(math.exp(a)))

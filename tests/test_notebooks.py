@@ -1,7 +1,10 @@
-"""Every notebook runs top to bottom in smoke mode; a failing cell fails the test.
+"""The notebooks: text sources paired with their executed .ipynb, and every one runs in smoke mode.
 
-Figures and caches of the smoke run go to a temporary folder, so the published figures are
-never overwritten by tiny-parameter runs. The committed notebooks carry no widget state.
+Each notebook is a MyST Markdown file (the source) paired by jupytext with an .ipynb that keeps
+the outputs of the full run; a pair that drifts apart fails here. Smoke runs send figures and
+caches to a temporary folder, so the published figures are never overwritten by tiny runs.
+Executing notebooks is slow: those tests carry ``@pytest.mark.slow`` (`pytest -m "not slow"`
+skips them; `make test` runs everything).
 """
 
 import json
@@ -12,13 +15,37 @@ import pytest
 from qlib import notebooks
 
 PATHS = notebooks.notebook_paths()
+IDS = [p.name for p in PATHS]
+
+
+def _cells(nb):
+    return [(c.cell_type, c.source.strip()) for c in nb.cells]
 
 
 def test_there_are_notebooks():
-    assert len(PATHS) >= 3, [p.name for p in PATHS]
+    assert len(PATHS) >= 3, IDS
+    assert all(p.suffix == ".md" for p in PATHS)
 
 
-@pytest.mark.parametrize("path", PATHS, ids=[p.name for p in PATHS])
+@pytest.mark.parametrize("path", PATHS, ids=IDS)
+def test_text_source_and_ipynb_are_the_same_notebook(path):
+    """The committed .ipynb has exactly the cells of its .md source (jupytext pairing)."""
+    ipynb = notebooks.paired_ipynb(path)
+    assert ipynb.exists(), f"{ipynb.name} is missing: run `make figures` (or jupytext --sync)"
+    assert _cells(notebooks.read(path)) == _cells(notebooks.read(ipynb))
+    assert notebooks.read(path).metadata["jupytext"]["formats"] == "ipynb,md:myst"
+
+
+def test_drift_is_detected(tmp_path):
+    """The pairing test can fail: one edited source line makes the pair differ."""
+    src = PATHS[0].read_text()
+    edited = tmp_path / PATHS[0].name
+    edited.write_text(src.replace("import numpy as np", "import numpy as np  # edited", 1))
+    assert _cells(notebooks.read(edited)) != _cells(notebooks.read(notebooks.paired_ipynb(PATHS[0])))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("path", PATHS, ids=IDS)
 def test_notebook_runs_in_smoke_mode(path, tmp_path):
     nb = notebooks.execute(path, smoke=True, timeout=600,
                            extra_env={"QLIB_FIGURES": str(tmp_path / "figures"),
@@ -27,18 +54,23 @@ def test_notebook_runs_in_smoke_mode(path, tmp_path):
               if o.get("output_type") == "error"]
     assert not errors
     assert list((tmp_path / "figures").glob("*.png")), "the notebook saved no figure"
+    out = tmp_path / "run.ipynb"
+    nbformat.write(nb, out)
+    text = out.read_text()
+    assert str(tmp_path) not in text, "an absolute path of this machine leaked into the outputs"
+    assert notebooks.WIDGET_VIEW not in text and '"execution"' not in text
 
 
-@pytest.mark.parametrize("path", PATHS, ids=[p.name for p in PATHS])
+@pytest.mark.parametrize("path", PATHS, ids=IDS)
 def test_committed_notebook_has_no_widget_state(path):
-    raw = json.loads(path.read_text())
+    raw = json.loads(notebooks.paired_ipynb(path).read_text())
     assert "widgets" not in raw.get("metadata", {})
     assert all("widgets" not in c.get("metadata", {}) for c in raw["cells"])
 
 
-@pytest.mark.parametrize("path", PATHS, ids=[p.name for p in PATHS])
+@pytest.mark.parametrize("path", PATHS, ids=IDS)
 def test_notebook_reads_smoke_mode_in_one_parameters_cell(path):
-    nb = nbformat.read(path, as_version=4)
+    nb = notebooks.read(path)
     cells = [c for c in nb.cells if c.cell_type == "code" and "smoke_mode()" in c.source]
     assert len(cells) == 1
     assert any(c.cell_type == "markdown" for c in nb.cells[:2]), "a notebook opens with its claim"

@@ -25,13 +25,12 @@ from qlib.heterogeneous.exact import (
     stationary_distribution,
     wait_probability,
 )
-from qlib.heterogeneous.explore import FigureData, Profile, figure_data, geometric_rates, profile, simulate_profile
 from qlib.heterogeneous.simulate import SimulationResult, simulate
 
 __all__ = [
-    "POLICIES", "FigureData", "JointProbabilities", "figure_data", "simulate_profile", "Profile", "SimulationResult", "busy_count_distribution",
+    "POLICIES", "JointProbabilities", "SimulationResult", "busy_count_distribution",
     "busy_probabilities", "effective_rates", "fastest_busy_probabilities", "generator_solve",
-    "geometric_rates", "idle_probabilities", "joint_probabilities", "marginals_from_sets",
-    "mean_number_in_system", "mean_queue_length", "profile", "simulate", "stationary_distribution",
+    "idle_probabilities", "joint_probabilities", "marginals_from_sets",
+    "mean_number_in_system", "mean_queue_length", "simulate", "stationary_distribution",
     "wait_probability",
 ]

@@ -1,4 +1,4 @@
-"""Figures for notebook 03 "who works the most?" (Cabral's heterogeneous servers).
+"""Figures of notebook 03 "who works the most?" (Cabral's heterogeneous servers).
 
 Exact values are lines, simulated values are points with 95% confidence intervals.
 """
@@ -8,11 +8,11 @@ from __future__ import annotations
 import matplotlib.pyplot as plt
 import numpy as np
 
-from qlib.heterogeneous.explore import Profile, profile
+from qlib.studies.who_works_the_most import Profile, profile
 from qlib.heterogeneous.simulate import SimulationResult
 
 
-def plot_busy_and_work(profiles: list[Profile], sims: list[SimulationResult | None] | None = None):
+def busy_and_work_figure(profiles: list[Profile], sims: list[SimulationResult | None] | None = None):
     """P_j (left) and mu_j P_j (right) against mu_j, one colour per load; sims add points ± CI."""
     fig, (a1, a2) = plt.subplots(1, 2, figsize=(10, 4))
     sims = sims if sims is not None else [None] * len(profiles)
@@ -34,7 +34,7 @@ def plot_busy_and_work(profiles: list[Profile], sims: list[SimulationResult | No
     return fig
 
 
-def plot_band(p: Profile, ax=None):
+def band_figure(p: Profile, ax=None):
     """For each adjacent pair (l faster than m): the band ((mu_m/mu_l) P_m, P_m) and P_l inside it."""
     fig = None
     if ax is None:
@@ -52,7 +52,7 @@ def plot_band(p: Profile, ax=None):
     return fig if fig is not None else ax.figure
 
 
-def plot_informed(p: Profile, sim_fastest: SimulationResult | None = None, axes=None):
+def informed_figure(p: Profile, sim_fastest: SimulationResult | None = None, axes=None):
     """Uninformed (random idle server) vs informed (fastest idle server) customers."""
     fig = None
     if axes is None:
@@ -88,7 +88,7 @@ def explorer_figure(n: int, spread: float, rho: float, sim: SimulationResult | N
             axes[0].errorbar(sim.mus, est.mean * scale, yerr=est.halfwidth() * scale, fmt="k.", capsize=2)
     axes[0].set(xscale="log", xlabel="mu_j", title=f"n={p.n}, lam={p.lam:.3g}, P(wait)={p.wait:.3f}")
     axes[0].legend(fontsize=8)
-    plot_band(p, ax=axes[1])
+    band_figure(p, ax=axes[1])
     if p.informed_busy is not None:
         j = np.arange(1, p.n + 1)
         axes[2].plot(j, p.busy, "o-", label="uninformed")
