@@ -4,6 +4,20 @@ Each study of :mod:`qlib.studies` (listed in :data:`STUDIES`) computes its numbe
 ``run(mode)`` and turns that same result into rows with ``claim_rows(result)``. The notebooks
 call the same two functions, so the table printed by ``python -m qlib reproduce`` and written
 to ``figures/claims.md`` by ``make figures`` shows the numbers the figures show.
+
+A row is one of two kinds (docs/models.md#claims-and-evidence):
+
+- ``"claim"``: a paper claim. It counts as evidence only if a deliberately wrong model would
+  have failed it, so it carries ``counterfactuals``: the same criterion, computed the same way,
+  on wrong models (JSQ(1) in place of JSQ(d), d off by 25%, uncoupled chains, another routing
+  rule, a run that had no time to relax...), each recorded with its measured value and verdict.
+  Simulation rows also record ``taus`` (relaxation times covered) and ``start`` (how the runs
+  began).
+- ``"identity"``: exact bookkeeping that holds for every routing rule (E[u_1] = lam n,
+  sum_j mu_j P_j = lam, closed-form identities): a check of the code, not of the paper.
+
+A claim row is *sound* when it passes, has at least one counterfactual, every counterfactual
+fails, and (for simulations) its runs cover at least :data:`MIN_TAUS` relaxation times.
 """
 
 from __future__ import annotations
@@ -20,13 +34,31 @@ STUDIES: dict[str, str] = {
     "heterogeneous servers": "qlib.studies.who_works_the_most",
 }
 
+KINDS = ("claim", "identity")
+MIN_TAUS = 10.0
+
+
+@dataclass(frozen=True)
+class Counterfactual:
+    """A claim's criterion evaluated on a deliberately wrong model: ``model`` says which,
+    ``measured`` what the criterion saw (display string), ``value`` the number it judged,
+    ``passed`` its verdict (it should be False)."""
+
+    model: str
+    measured: str
+    passed: bool
+    value: float | None = None
+
 
 @dataclass(frozen=True)
 class ClaimRow:
     """One line of the claims table.
 
     ``theory`` and ``measured`` are display strings (measured carries its ± CI); ``passed`` is
-    the verdict of an explicit, stated test (``criterion``), never of eyeballing.
+    the verdict of an explicit, stated test (``criterion``), never of eyeballing. ``kind`` is
+    "claim" or "identity"; ``counterfactuals`` the criterion on wrong models; ``taus`` the
+    relaxation times covered by the runs (None where no run is involved); ``start`` how they
+    began; ``reference`` the section of docs/models.md and the paper the claim comes from.
     """
 
     claim: str
@@ -36,10 +68,31 @@ class ClaimRow:
     passed: bool
     criterion: str = ""
     source: str = ""
+    kind: str = "claim"
+    counterfactuals: tuple[Counterfactual, ...] = ()
+    taus: float | None = None
+    start: str | None = None
+    reference: str = ""
+
+    def __post_init__(self) -> None:
+        if self.kind not in KINDS:
+            raise ValueError(f"kind must be one of {KINDS}; got {self.kind!r}")
+        object.__setattr__(self, "passed", bool(self.passed))
+        object.__setattr__(self, "counterfactuals", tuple(self.counterfactuals))
 
     @property
     def verdict(self) -> str:
         return "PASS" if self.passed else "FAIL"
+
+    @property
+    def sound(self) -> bool:
+        """Evidence a referee accepts: a passing claim whose every counterfactual fails (and there
+        is one), run for at least MIN_TAUS relaxation times. Identities are sound when they pass."""
+        if self.kind == "identity":
+            return self.passed
+        return (self.passed and len(self.counterfactuals) > 0
+                and not any(c.passed for c in self.counterfactuals)
+                and (self.taus is None or self.taus >= MIN_TAUS))
 
 
 def collect(mode: str = "full", only: Iterable[str] | None = None,
@@ -60,34 +113,70 @@ def collect(mode: str = "full", only: Iterable[str] | None = None,
 def _with_source(row: ClaimRow, title: str) -> ClaimRow:
     if row.source:
         return row
-    return ClaimRow(**{**asdict(row), "source": title})
+    return ClaimRow(**{**{f: getattr(row, f) for f in row.__dataclass_fields__}, "source": title})
+
+
+def summary(rows: list[ClaimRow]) -> str:
+    """One line: how many claims pass and are sound, how many identities pass."""
+    c = [r for r in rows if r.kind == "claim"]
+    i = [r for r in rows if r.kind == "identity"]
+    return (f"{sum(r.passed for r in c)} of {len(c)} claims PASS ({sum(r.sound for r in c)} sound: every "
+            f"counterfactual fails); {sum(r.passed for r in i)} of {len(i)} identities PASS.")
+
+
+def _cf_text(r: ClaimRow) -> str:
+    if not r.counterfactuals:
+        return "none"
+    return "; ".join(f"{c.model}: {c.measured} → {'PASS (!)' if c.passed else 'FAIL'}" for c in r.counterfactuals)
 
 
 def to_markdown(rows: list[ClaimRow]) -> str:
-    """The table as GitHub markdown, with a one-line summary above it."""
-    head = "| # | source | claim | parameters | theory | measured (± 95% CI) | criterion | result |\n"
-    head += "|---|---|---|---|---|---|---|---|\n"
-    body = "".join(
-        f"| {i} | {r.source} | {_md(r.claim)} | {_md(r.parameters)} | {_md(r.theory)} | "
-        f"{_md(r.measured)} | {_md(r.criterion)} | **{r.verdict}** |\n"
-        for i, r in enumerate(rows, 1)
-    )
-    n_pass = sum(r.passed for r in rows)
-    return f"{n_pass} of {len(rows)} claims PASS.\n\n" + head + body
+    """The table as GitHub markdown: a summary line, the claims, then the identities."""
+    out = [summary(rows), ""]
+    claims = [(i, r) for i, r in enumerate(rows, 1) if r.kind == "claim"]
+    idents = [(i, r) for i, r in enumerate(rows, 1) if r.kind == "identity"]
+    if claims:
+        out += ["### Claims", "",
+                "| # | source | claim | parameters | start, relaxation times | theory | measured (± 95% CI) "
+                "| criterion | wrong models (same criterion) | result |",
+                "|---|---|---|---|---|---|---|---|---|---|"]
+        for i, r in claims:
+            run = "—" if r.taus is None else f"{r.start or '?'}; {r.taus:.0f} τ"
+            verdict = f"**{r.verdict}**" + ("" if r.sound or not r.passed else " (not sound)")
+            out.append(f"| {i} | {r.source} | {_md(r.claim)} | {_md(r.parameters)} | {_md(run)} | "
+                       f"{_md(r.theory)} | {_md(r.measured)} | {_md(r.criterion)} | {_md(_cf_text(r))} | {verdict} |")
+        out.append("")
+    if idents:
+        out += ["### Identities (bookkeeping: they hold for every routing rule, so they check the code, "
+                "not the paper)", "",
+                "| # | source | identity | parameters | theory | measured | criterion | result |",
+                "|---|---|---|---|---|---|---|---|"]
+        for i, r in idents:
+            out.append(f"| {i} | {r.source} | {_md(r.claim)} | {_md(r.parameters)} | {_md(r.theory)} | "
+                       f"{_md(r.measured)} | {_md(r.criterion)} | **{r.verdict}** |")
+        out.append("")
+    return "\n".join(out)
 
 
 def to_text(rows: list[ClaimRow]) -> str:
     """A compact plain-text table for terminals."""
-    lines = [f"{'#':>2}  {'result':6}  claim  [parameters]  theory | measured"]
+    lines = [f"{'#':>2}  {'result':6}  {'kind':8}  claim  [parameters]  theory | measured"]
     for i, r in enumerate(rows, 1):
-        lines.append(f"{i:>2}  {r.verdict:6}  {r.claim}  [{r.parameters}]  {r.theory} | {r.measured}")
-    lines.append(f"{sum(r.passed for r in rows)} of {len(rows)} claims PASS")
+        flag = "" if r.sound or not r.passed else "  (not sound: a wrong model passes too, or too short)"
+        lines.append(f"{i:>2}  {r.verdict:6}  {r.kind:8}  {r.claim}  [{r.parameters}]  {r.theory} | {r.measured}{flag}")
+    lines.append(summary(rows))
     return "\n".join(lines)
 
 
 def to_json(rows: list[ClaimRow]) -> str:
-    return json.dumps([asdict(r) | {"verdict": r.verdict} for r in rows], indent=1, default=str)
+    """Every field of every row (and its verdict and soundness) as JSON."""
+    return json.dumps([asdict(r) | {"verdict": r.verdict, "sound": r.sound} for r in rows], indent=1,
+                      default=str)
 
 
 def _md(s: str) -> str:
     return str(s).replace("|", "\\|").replace("\n", " ")
+
+
+__all__ = ["ClaimRow", "Counterfactual", "STUDIES", "KINDS", "MIN_TAUS", "collect", "summary",
+           "to_markdown", "to_text", "to_json"]

@@ -8,12 +8,28 @@ from pathlib import Path
 import jax
 
 SMOKE_ENV = "QLIB_SMOKE"
+SCALE_ENV = "QLIB_SCALE"
 ROOT = Path(__file__).resolve().parent.parent
 
 
 def smoke_mode() -> bool:
     """True when ``QLIB_SMOKE`` is set to a true value: notebooks then use tiny parameters."""
     return os.environ.get(SMOKE_ENV, "").strip().lower() in {"1", "true", "yes", "on"}
+
+
+def scale() -> float:
+    """The factor ``QLIB_SCALE`` (set by ``--scale S``) by which the studies multiply every
+    full-mode run length: 1 by default; larger on bigger machines. ValueError if not > 0."""
+    raw = os.environ.get(SCALE_ENV, "").strip()
+    if not raw:
+        return 1.0
+    try:
+        value = float(raw)
+    except ValueError:
+        value = float("nan")
+    if not value > 0 or value == float("inf"):
+        raise ValueError(f"--scale ({SCALE_ENV}) must be a finite number > 0; got {raw!r}")
+    return value
 
 
 def figures_dir() -> Path:

@@ -3,6 +3,7 @@
 import json
 
 import numpy as np
+import pytest
 
 from qlib import cache
 
@@ -26,3 +27,80 @@ def test_cache_reuses_and_records_provenance(tmp_path, monkeypatch):
     meta = json.loads(next(tmp_path.glob("demo-*.json")).read_text())
     assert {"params", "seed", "versions", "git_commit"} <= set(meta)
     assert {"qlib", "jax", "numpy"} <= set(meta["versions"])
+
+
+def test_truncated_or_corrupt_entry_is_discarded_and_recomputed(tmp_path, monkeypatch):
+    monkeypatch.setenv("QLIB_CACHE", str(tmp_path))
+    monkeypatch.delenv("QLIB_REFRESH", raising=False)
+    calls = []
+
+    def compute():
+        calls.append(1)
+        return {"x": np.arange(1000.0)}
+
+    cache.cached("demo", {"n": 1}, 0, compute)
+    npz = next(tmp_path.glob("demo-*.npz"))
+    npz.write_bytes(npz.read_bytes()[:100])  # a piece of the file, as after a crash
+    with pytest.warns(cache.CacheWarning, match="unreadable"):
+        again = cache.cached("demo", {"n": 1}, 0, compute)
+    assert len(calls) == 2 and np.array_equal(again["x"], np.arange(1000.0))
+    npz.write_bytes(b"not a zip file at all")
+    with pytest.warns(cache.CacheWarning):
+        cache.cached("demo", {"n": 1}, 0, compute)
+    assert len(calls) == 3
+    meta = next(tmp_path.glob("demo-*.json"))  # a record that does not match what is asked
+    m = json.loads(meta.read_text())
+    m["params"] = {"n": 2}
+    meta.write_text(json.dumps(m))
+    with pytest.warns(cache.CacheWarning, match="does not match"):
+        cache.cached("demo", {"n": 1}, 0, compute)
+    assert len(calls) == 4
+
+
+def test_interrupted_write_leaves_no_entry_and_the_old_one_intact(tmp_path, monkeypatch):
+    monkeypatch.setenv("QLIB_CACHE", str(tmp_path))
+    old = cache.cached("demo", {"n": 1}, 0, lambda: {"x": np.ones(3)})
+
+    def crash(f, **arrays):  # writes half a file, then the process is interrupted
+        f.write(b"PK\x03\x04 half a file")
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(cache.np, "savez", crash)
+    with pytest.raises(KeyboardInterrupt):
+        cache.cached("demo", {"n": 2}, 0, lambda: {"x": np.zeros(3)})
+    with pytest.raises(KeyboardInterrupt):
+        cache.cached("demo", {"n": 1}, 0, lambda: {"x": np.zeros(3)}, refresh=True)
+    monkeypatch.undo()
+    monkeypatch.setenv("QLIB_CACHE", str(tmp_path))
+    assert not list(tmp_path.glob(".*.tmp")), "temporary files were left behind"
+    assert len(list(tmp_path.glob("demo-*.npz"))) == 1  # n = 2 never became an entry
+    np.testing.assert_array_equal(cache.cached("demo", {"n": 1}, 0, lambda: {"x": np.zeros(3)})["x"], old["x"])
+
+
+def test_cached_points_resume_after_an_interruption(tmp_path, monkeypatch):
+    monkeypatch.setenv("QLIB_CACHE", str(tmp_path))
+    monkeypatch.delenv("QLIB_REFRESH", raising=False)
+    params = [{"n": n} for n in range(10)]
+    done = []
+
+    def compute(idx, fail_after=None):
+        if fail_after is not None and len(done) >= fail_after:
+            raise KeyboardInterrupt  # the sweep is stopped part of the way through
+        done.extend(idx)
+        return [{"y": np.array(params[j]["n"] ** 2)} for j in idx]
+
+    with pytest.raises(KeyboardInterrupt):
+        cache.cached_points("sweep", params, list(range(10)), lambda idx: compute(idx, fail_after=6), group=3)
+    assert done == [0, 1, 2, 3, 4, 5]  # two groups finished and were stored
+    done.clear()
+    out = cache.cached_points("sweep", params, list(range(10)), compute, group=3)
+    assert done == [6, 7, 8, 9]  # the rerun computes only the unfinished points
+    assert [int(o["y"]) for o in out] == [n**2 for n in range(10)]
+
+
+def test_check_writable(tmp_path):
+    assert cache.check_writable(tmp_path / "new" / "dir", "figures").is_dir()
+    blocker = tmp_path / "a_file"
+    blocker.write_text("a file where a folder should be")  # fails for root too, unlike chmod
+    with pytest.raises(ValueError, match="figures folder .* is not writable"):
+        cache.check_writable(blocker / "figures", "figures")

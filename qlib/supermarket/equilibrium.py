@@ -1,0 +1,283 @@
+"""Equilibrium estimates of the supermarket model with certified burn-in and honest error bars.
+
+Model: the count chain u_i = #queues with length >= i of :func:`qlib.supermarket.simulate`
+(docs/models.md#count-chain). :func:`estimate_equilibrium` estimates the stationary E[u_i]/n
+and the stationary law of the longest queue, as a referee would want them measured
+(docs/models.md#relaxation-time):
+
+- **Burn-in certified, not guessed.** Every replica starts from empty. Either the monotone
+  coupling certifies the burn-in (the chain from empty and the chain from the top state "all
+  queues at k+2" have met in every replica, so the run no longer depends on where it started:
+  docs/models.md#sandwich), or the burn-in is 20 relaxation times tau of the fluid ODE. The
+  choice is recorded in the result.
+- **Batch means, batches long enough to be independent.** After burn-in each replica runs in
+  batches of ``batch_taus`` (default 20) tau; the batch means of all replicas are pooled, and
+  a batch-length test (lag-1 autocorrelation of consecutive batch means) is reported.
+- **Exact control variate.** E[u_1]/n = lam holds exactly in equilibrium for every n
+  (docs/models.md#level-balance), so the measured u_1/n is used as a control variate for the
+  other levels (regression coefficient estimated from the batch means); the variance factor
+  it achieves is reported.
+- **Sequential.** Batches are added until the 95% CI half-width of E[u_level]/n is at most
+  ``rel_error`` times the estimate, or ``max_steps`` steps per replica are spent; each round
+  continues the chains exactly (``simulate(..., initial=previous_result)``).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+
+from qlib import _progress
+from qlib import _validate as V
+from qlib import stats
+from qlib.supermarket.coupling import meeting_times
+from qlib.supermarket.refined import relaxation_time
+from qlib.supermarket.simulate import SupermarketResult, simulate, simulate_many
+from qlib.supermarket.theory import (check_parameters, fluid_fixed_point, predicted_max_length,
+                                     steps_per_time)
+
+BURN_IN_TAUS = 20.0
+BATCH_TAUS = 20.0
+
+
+@dataclass(frozen=True)
+class EquilibriumEstimate:
+    """Output of :func:`estimate_equilibrium`. Arrays run over levels i = 0..L.
+
+    - ``tail_fraction[i]``: estimate of the stationary E[u_i]/n (fraction of queues with
+      length >= i), with its 95% confidence interval ``ci_low[i]``, ``ci_high[i]``;
+    - ``max_length_distribution[i]``: estimate of P(longest queue = i), with ``max_ci_low``,
+      ``max_ci_high``;
+    - ``level``: the level whose relative precision decided when to stop; ``converged``: the
+      half-width there reached ``rel_error`` x estimate (``relative_halfwidth`` is what it reached);
+    - ``relaxation_time``: tau (model time); ``relaxation_times``: tau covered per replica after
+      burn-in; ``burn_in`` (steps per replica) and ``burn_in_method``;
+    - ``steps`` measured per replica, in ``batches`` batches of ``batch_steps``; ``replicas``,
+      ``seed``; ``batch_lag1``: lag-1 autocorrelation of the batch means at ``level`` (near 0
+      when batches are independent); ``variance_factor``: Var with the control variate / Var
+      without, at ``level`` (1 = no help).
+    """
+
+    n: int
+    d: int
+    lam: float
+    replacement: bool
+    tail_fraction: np.ndarray
+    ci_low: np.ndarray
+    ci_high: np.ndarray
+    max_length_distribution: np.ndarray
+    max_ci_low: np.ndarray
+    max_ci_high: np.ndarray
+    level: int
+    rel_error: float
+    relative_halfwidth: float
+    converged: bool
+    relaxation_time: float
+    relaxation_times: float
+    burn_in: int
+    burn_in_method: str
+    steps: int
+    batch_steps: int
+    batches: int
+    replicas: int
+    seed: int
+    batch_lag1: float
+    variance_factor: float
+
+    @property
+    def levels(self) -> int:
+        return self.tail_fraction.size - 1
+
+
+def default_level(n: int, d: int, lam: float) -> int:
+    """k+1 if the fluid fixed point puts non-negligible mass there (n s_{k+1} >= 0.01 queues),
+    else the deepest level with that much mass (k for d >= 2)."""
+    k = predicted_max_length(d, lam)
+    if not math.isfinite(k):  # d = 1: geometric tail
+        return max(1, int(math.floor(math.log(0.01 / n) / math.log(lam))))
+    s = fluid_fixed_point(d, lam, int(k) + 1)
+    return int(k) + 1 if n * s[int(k) + 1] >= 0.01 else int(k)
+
+
+def _pad(a: np.ndarray, L1: int) -> np.ndarray:
+    out = np.zeros(a.shape[:-1] + (L1,))
+    m = min(a.shape[-1], L1)
+    out[..., :m] = a[..., :m]
+    return out
+
+
+def _pooled(batches: np.ndarray, control: np.ndarray | None, lam: float):
+    """Mean and 95% half-width over pooled batch means ``batches`` (B, L+1); with ``control``
+    (B,) the batch means of u_1/n, the control-variate estimator y - beta (c - lam)."""
+    B = batches.shape[0]
+    mean = batches.mean(axis=0)
+    var = batches.var(axis=0, ddof=1) if B > 1 else np.full(batches.shape[1], np.inf)
+    factor = np.ones(batches.shape[1])
+    if control is not None and B > 3 and control.var(ddof=1) > 0:
+        c = control - lam
+        beta = ((batches - mean) * (c - c.mean())[:, None]).sum(axis=0) / ((c - c.mean()) ** 2).sum()
+        adj = batches - beta[None, :] * c[:, None]
+        v_adj = adj.var(axis=0, ddof=1)
+        use = v_adj < var  # only where it helps (never at level 1 itself: there it is exact)
+        use[:2] = False
+        mean = np.where(use, adj.mean(axis=0), mean)
+        factor = np.where(use, v_adj / np.where(var > 0, var, 1.0), 1.0)
+        var = np.where(use, v_adj, var)
+        dof = B - 2
+    else:
+        dof = B - 1
+    half = stats.t_quantile(max(dof, 1)) * np.sqrt(var / B) if B > 1 else np.full_like(mean, np.inf)
+    return mean, half, factor
+
+
+def _lag1(x: np.ndarray) -> float:
+    """Lag-1 autocorrelation of consecutive batch means (replicas, batches), pooled."""
+    if x.shape[1] < 3:
+        return float("nan")
+    y = x - x.mean(axis=1, keepdims=True)
+    den = (y**2).sum()
+    return float((y[:, 1:] * y[:, :-1]).sum() / den) if den > 0 else 0.0
+
+
+def estimate_equilibrium(n: int, d: int, lam: float, *, rel_error: float = 0.1,
+                         level: int | None = None, max_steps: int | None = None, seed: int = 0,
+                         replacement: bool = True, replicas: int = 8, burn_in: str = "auto",
+                         batch_taus: float = BATCH_TAUS, min_batches: int = 2,
+                         progress: bool | None = None) -> EquilibriumEstimate:
+    """Estimate the stationary E[u_i]/n and the law of the longest queue of the supermarket model.
+
+    ``n`` queues, ``d`` choices, arrival rate ``lam`` per queue, sampling with ``replacement``.
+    Runs ``replicas`` chains from empty, burns in (``burn_in``: "coupling" certifies it by the
+    monotone coupling, "tau" uses 20 relaxation times, "auto" takes the coupling if it certifies
+    a burn-in shorter than 20 tau, else 20 tau), then adds batches of ``batch_taus`` tau until
+    the 95% CI half-width of E[u_level]/n is <= ``rel_error`` x the estimate (``level``
+    default: :func:`default_level`) with at least ``min_batches`` batches per replica, or
+    ``max_steps`` measured steps per replica (default: 200 batches) are spent. The same
+    ``seed`` gives the same numbers. Returns an :class:`EquilibriumEstimate`.
+    """
+    return estimate_equilibrium_many([(n, d, lam)], rel_error=rel_error, level=level,
+                                     max_steps=max_steps, seeds=[seed], replacement=replacement,
+                                     replicas=replicas, burn_in=burn_in, batch_taus=batch_taus,
+                                     min_batches=min_batches, progress=progress)[0]
+
+
+def estimate_equilibrium_many(points: Sequence[tuple[int, int, float]], *, rel_error: float = 0.1,
+                              level: int | Sequence[int] | None = None, max_steps: int | None = None,
+                              seeds: Sequence[int] | None = None, replacement: bool = True,
+                              replicas: int = 8, burn_in: str = "auto", batch_taus: float = BATCH_TAUS,
+                              min_batches: int = 2, progress: bool | None = None) -> list[EquilibriumEstimate]:
+    """:func:`estimate_equilibrium` at several (n, d, lam) points at once: each round runs every
+    unconverged point as lanes of one kernel (:func:`qlib.supermarket.simulate_many`). Point p
+    with seed ``seeds[p]`` (default p) gives exactly the numbers of the single-point call."""
+    pts = [check_parameters(n, d, lam, replacement)[:3] for n, d, lam in points]
+    P = len(pts)
+    if P < 1:
+        raise ValueError("points must hold at least one (n, d, lam); got none")
+    rel_error = V.real("rel_error", rel_error, low=0.0, high=1.0)
+    replicas = V.integer("replicas", replicas, low=2)
+    min_batches = V.integer("min_batches", min_batches, low=1)
+    batch_taus = V.real("batch_taus", batch_taus, low=0.0)
+    V.choice("burn_in", burn_in, ("auto", "coupling", "tau"))
+    seeds = list(range(P)) if seeds is None else [V.integer("seeds", s, low=0, high=2**63 - 1) for s in seeds]
+    if len(seeds) != P:
+        raise ValueError(f"seeds must hold one seed per point ({P}); got {len(seeds)}")
+    if level is None or isinstance(level, (int, np.integer)):
+        levels = [default_level(*p) if level is None else V.integer("level", level, low=1) for p in pts]
+    else:
+        levels = [V.integer("level", x, low=1) for x in level]
+        if len(levels) != P:
+            raise ValueError(f"level must be an int or one per point ({P}); got {len(levels)}")
+
+    tau = [relaxation_time(d, lam) for _, d, lam in pts]
+    per_tau = [steps_per_time(n, lam) * t for (n, _, lam), t in zip(pts, tau)]
+    batch = [max(1, int(math.ceil(batch_taus * s))) for s in per_tau]
+    cap = [200 * b if max_steps is None else V.integer("max_steps", max_steps, low=1) for b in batch]
+    for c, (n, d, lam) in zip(cap, pts):
+        V.work("max_steps", float(c) * replicas * P)
+    if progress is None:
+        progress = sum(cap) * replicas >= 5e10
+
+    # --- burn-in
+    burn, method = [], []
+    for p, ((n, d, lam), s) in enumerate(zip(pts, per_tau)):
+        b_tau = int(math.ceil(BURN_IN_TAUS * s))
+        k = predicted_max_length(d, lam)
+        if burn_in != "tau" and math.isfinite(k):
+            T = meeting_times(n, d, lam, replicas=replicas, seed=seeds[p], top_length=int(k) + 2,
+                              max_steps=b_tau if burn_in == "auto" else 50 * b_tau,
+                              replacement=replacement, progress=False)
+            if np.all(np.isfinite(T)):
+                b = int(T.max())
+                burn.append(b)
+                method.append(f"coupling: all {replicas} replicas from empty met the chain from all queues "
+                              f"at k+2 = {int(k) + 2} by step {b} ({b / s:.1f} tau)")
+                continue
+            if burn_in == "coupling":
+                raise ValueError(f"burn_in='coupling': the chains had not all met within 50 x 20 tau "
+                                 f"= {50 * b_tau} steps at (n, d, lam) = {(n, d, lam)}; use burn_in='tau'")
+        burn.append(b_tau)
+        method.append(f"{BURN_IN_TAUS:g} tau = {b_tau} steps (the coupling did not certify a shorter one)"
+                      if burn_in == "auto" and math.isfinite(k) else f"{BURN_IN_TAUS:g} tau = {b_tau} steps")
+
+    # --- batches, round by round, continuing every chain exactly
+    results: list[SupermarketResult | None] = [None] * P
+    tails: list[list[np.ndarray]] = [[] for _ in range(P)]  # per round: (replicas, L+1)
+    maxes: list[list[np.ndarray]] = [[] for _ in range(P)]
+    done = [False] * P
+    est: list[tuple] = [None] * P  # type: ignore[list-item]
+    bar = _progress.progress_bar(sum(cap), show=progress, desc="equilibrium", unit="step")
+    try:
+        while not all(done):
+            todo = [p for p in range(P) if not done[p]]
+            out = simulate_many([pts[p] for p in todo], steps=[batch[p] for p in todo], replicas=replicas,
+                                seeds=[seeds[p] for p in todo],
+                                burn_in=[burn[p] if results[p] is None else 0 for p in todo],
+                                initial=[results[p] if results[p] is not None else "empty" for p in todo],
+                                replacement=replacement)
+            for p, r in zip(todo, out):
+                results[p] = r
+                tails[p].append(r.tail_fraction)
+                maxes[p].append(r.max_length_distribution)
+                bar.update(batch[p])
+                est[p] = _summarise(tails[p], maxes[p], pts[p][2], levels[p])
+                nb = len(tails[p])
+                mean, half = est[p][0][levels[p]], est[p][1][levels[p]]
+                ok = nb >= min_batches and mean > 0 and half <= rel_error * mean
+                if ok or (nb + 1) * batch[p] > cap[p]:
+                    done[p] = True
+    finally:
+        bar.close()
+
+    out_est = []
+    for p, (n, d, lam) in enumerate(pts):
+        mean, half, factor, mmean, mhalf, lag1 = est[p]
+        lv = min(levels[p], mean.size - 1)
+        nb = len(tails[p])
+        rel = float(half[lv] / mean[lv]) if mean[lv] > 0 else float("inf")
+        out_est.append(EquilibriumEstimate(
+            n=n, d=d, lam=lam, replacement=replacement, tail_fraction=mean, ci_low=mean - half,
+            ci_high=mean + half, max_length_distribution=mmean, max_ci_low=np.clip(mmean - mhalf, 0, 1),
+            max_ci_high=np.clip(mmean + mhalf, 0, 1), level=levels[p], rel_error=rel_error,
+            relative_halfwidth=rel, converged=bool(rel <= rel_error), relaxation_time=tau[p],
+            relaxation_times=nb * batch[p] / per_tau[p], burn_in=burn[p], burn_in_method=method[p],
+            steps=nb * batch[p], batch_steps=batch[p], batches=nb, replicas=replicas, seed=seeds[p],
+            batch_lag1=lag1, variance_factor=float(factor[lv])))
+    return out_est
+
+
+def _summarise(tails: list[np.ndarray], maxes: list[np.ndarray], lam: float, level: int):
+    """Pooled batch-means estimates from per-round arrays (replicas, L_round+1)."""
+    L1 = max(max(t.shape[1] for t in tails), level + 1)
+    T = np.stack([_pad(t, L1) for t in tails], axis=1)  # (replicas, batches, L+1)
+    M = np.stack([_pad(m, L1) for m in maxes], axis=1)
+    R, B = T.shape[:2]
+    flat = T.reshape(R * B, L1)
+    mean, half, factor = _pooled(flat, flat[:, 1], lam)
+    mmean, mhalf, _ = _pooled(M.reshape(R * B, L1), None, lam)
+    return mean, half, factor, mmean, mhalf, _lag1(T[:, :, level])
+
+
+__all__ = ["EquilibriumEstimate", "estimate_equilibrium", "estimate_equilibrium_many", "default_level"]
