@@ -3,6 +3,8 @@
 import importlib
 import json
 
+import pytest
+
 from qlib import claims
 
 
@@ -21,3 +23,31 @@ def test_markdown_table_has_one_row_per_claim_and_a_verdict():
     lines = [l for l in md.splitlines() if l.startswith("| ") and ("PASS" in l or "FAIL" in l)]
     assert sum("**PASS**" in l for l in lines) == 1 and sum("**FAIL**" in l for l in lines) == 1
     assert json.loads(claims.to_json(rows))[1]["verdict"] == "FAIL"
+
+
+def test_a_claim_is_sound_only_if_every_wrong_model_fails_and_runs_are_long_enough():
+    cf_fail = claims.Counterfactual("JSQ(1) in place of JSQ(d)", "max == k 0.00 of the time", False, 0.0)
+    cf_pass = claims.Counterfactual("d off by 25%", "max == k 0.99 of the time", True, 0.99)
+    row = lambda **k: claims.ClaimRow("max concentrates on k", "p", "k = 2", "0.99", True, **k)  # noqa: E731
+    assert row(counterfactuals=(cf_fail,), taus=12.0).sound
+    assert not row().sound  # no counterfactual: nothing shows the criterion can fail
+    assert not row(counterfactuals=(cf_fail, cf_pass), taus=12.0).sound  # a wrong model passes too
+    assert not row(counterfactuals=(cf_fail,), taus=3.0).sound  # shorter than 10 relaxation times
+    failed = claims.ClaimRow("c", "p", "t", "m", False, counterfactuals=(cf_fail,))
+    assert not failed.sound
+    ident = claims.ClaimRow("E[u_1] = lam n", "p", "t", "m", True, kind="identity")
+    assert ident.sound
+    with pytest.raises(ValueError, match="kind"):
+        claims.ClaimRow("c", "p", "t", "m", True, kind="theorem")
+
+
+def test_markdown_puts_claims_and_identities_in_separate_sections():
+    cf = claims.Counterfactual("JSQ(1)", "0.00", False)
+    rows = [claims.ClaimRow("a claim", "p", "t", "m", True, counterfactuals=(cf,), taus=20.0, start="empty"),
+            claims.ClaimRow("an identity", "p", "t", "m", True, kind="identity")]
+    md = claims.to_markdown(rows)
+    assert md.index("### Claims") < md.index("a claim") < md.index("### Identities") < md.index("an identity")
+    assert "JSQ(1): 0.00 → FAIL" in md and "empty; 20 τ" in md
+    data = json.loads(claims.to_json(rows))
+    assert data[0]["kind"] == "claim" and data[0]["sound"] and data[0]["counterfactuals"][0]["passed"] is False
+    assert data[1]["kind"] == "identity"
