@@ -21,7 +21,7 @@ def run_sim(quick: bool = False, policy: str = "random", seed: int = 2024) -> Si
     mus = geometric_rates(N, SPREAD)
     lam = RHO * mus.sum()
     ev = 50_000 if quick else 1_000_000
-    return simulate(lam, mus, events=ev, replicas=32, seed=seed, burn_in=ev // 20, policy=policy)
+    return simulate(lam, mus, steps=ev, replicas=32, seed=seed, burn_in=ev // 20, policy=policy)
 
 
 def _fmt(est, i=None):
@@ -51,7 +51,7 @@ def claim_rows(quick: bool = False) -> list[ClaimRow]:
     mus, lam = r.mus, r.lam
     P = busy_probabilities(lam, mus)
     J = joint_probabilities(lam, mus)
-    params = f"n={N}, mu={SPREAD:g}..1 geometric, rho={RHO}, {r.replicas}x{r.events:.0e} steps"
+    params = f"n={N}, mu={SPREAD:g}..1 geometric, rho={RHO}, {r.replicas}x{r.steps:.0e} steps"
     B, T = r.busy_fraction, r.throughput
     L, M = np.arange(N - 1), np.arange(1, N)  # servers sorted fastest first: l = j, m = j + 1
     rows = [

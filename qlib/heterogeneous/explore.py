@@ -89,10 +89,10 @@ def figure_data(smoke: bool = False, *, n: int = 6, spread: float = 10.0, loads=
     for i, rho in enumerate(loads):
         p = profile(n, spread, rho)
         profs.append(p)
-        sims.append(simulate(p.lam, p.mus, events=events, replicas=replicas, seed=seed + i,
+        sims.append(simulate(p.lam, p.mus, steps=events, replicas=replicas, seed=seed + i,
                              burn_in=events // 20))
     p = profs[-1]
-    inf = simulate(p.lam, p.mus, events=events, replicas=replicas, seed=seed + 100,
+    inf = simulate(p.lam, p.mus, steps=events, replicas=replicas, seed=seed + 100,
                    burn_in=events // 20, policy="fastest")
     return FigureData(profs, sims, inf)
 
@@ -103,4 +103,4 @@ def simulate_profile(n: int, spread: float, rho: float, *, events: int = 200_000
     from qlib.heterogeneous.simulate import simulate
 
     mus = geometric_rates(n, spread)
-    return simulate(rho * mus.sum(), mus, events=events, replicas=replicas, seed=seed, burn_in=events // 20)
+    return simulate(rho * mus.sum(), mus, steps=events, replicas=replicas, seed=seed, burn_in=events // 20)
