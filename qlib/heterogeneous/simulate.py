@@ -64,7 +64,6 @@ MIN_SHARE = 2.0**-40
 _MAX_CHUNK = 1 << 22  # int32 per-chunk counters (and packed per-server sums) cannot overflow
 _BITS_MAX_N = 1 << 16  # the bits kernel records the server index in 16 bits
 _FIFO_MAX_N = 16  # "longest_idle" in the bits kernel: 4-bit ids of the idle FIFO in a uint64
-_SCATTER_MIN_N = 24  # from this many servers, per-server counters are scatter-added, not one-hot
 
 
 # --------------------------------------------------------------------------- states and results
@@ -436,7 +435,7 @@ def _bits_apply(policy: str, mask, q, fifo, pend):
     return mask, q, fifo
 
 
-def _bits_account(scatter: bool, acc, pend, s):
+def _bits_account(acc, pend, s):
     """Add the recorded step s to the chunk counters. Per server one int64 packs
     (busy time) * 2^32 + completions; busy time is lazy: a join at step s adds -s, a release
     adds +s, and servers busy at the chunk's end add nsteps (so it sums to the steps busy)."""
@@ -444,22 +443,20 @@ def _bits_account(scatter: bool, acc, pend, s):
     join, free, hit = _flag(pend, _JOIN), _flag(pend, _FREE), _flag(pend, _HIT)
     s64 = jnp.asarray(s, jnp.int64)
     v = jnp.where(join, -s64, jnp.where(free, s64, jnp.int64(0))) * (1 << 32) + hit.astype(jnp.int64)
+    # a one-hot add over (n, R): a scatter-add (vmapped, to stay local to each device) measured
+    # slower at every n from 10 to 1000 on XLA:CPU
     srv = (pend >> 16).astype(jnp.int32)
-    if scatter:  # O(1) per replica; vmapped so the replica axis stays a parallel (sharded) one
-        acc_srv = jax.vmap(lambda a, i, x: a.at[i].add(x, mode="promise_in_bounds"),
-                           in_axes=(1, 0, 0), out_axes=1)(acc_srv, srv, v)
-    else:
-        one_hot = srv[None, :] == jnp.arange(acc_srv.shape[0], dtype=jnp.int32)[:, None]
-        acc_srv = acc_srv + jnp.where(one_hot, v[None, :], jnp.int64(0))
+    one_hot = srv[None, :] == jnp.arange(acc_srv.shape[0], dtype=jnp.int32)[:, None]
+    acc_srv = acc_srv + jnp.where(one_hot, v[None, :], jnp.int64(0))
     return (acc_srv, acc_q, acc_arr + _flag(pend, _ARR).astype(jnp.int32),
             acc_wait + _flag(pend, _WAIT).astype(jnp.int32))
 
 
-def _bits_step(policy: str, n: int, scatter: bool, cuts, i, c):
+def _bits_step(policy: str, n: int, cuts, i, c):
     """Iteration i: finish step i - 1 from its record, then decode step i."""
     rng, mask, q, fifo, pend, acc = c
     mask, q, fifo = _bits_apply(policy, mask, q, fifo, pend)
-    acc_srv, acc_q, acc_arr, acc_wait = _bits_account(scatter, acc, pend, i - 1)
+    acc_srv, acc_q, acc_arr, acc_wait = _bits_account(acc, pend, i - 1)
     acc = (acc_srv, acc_q + q.astype(jnp.int64), acc_arr, acc_wait)  # q before step i; fixed at the end
     rng, w1, w2 = _draw2(rng)
     pend = _bits_decode(policy, n, cuts, w1, w2, mask, q, fifo)
@@ -473,19 +470,18 @@ def _busy_bits(mask, n: int):
     return b.reshape(64 * W, R)[:n].astype(jnp.int64)
 
 
-@partial(jax.jit, static_argnames=("policy", "n", "scatter"), donate_argnums=(0, 1))
-def _bits_chunk(chain: _BitsChain, totals: _Totals, cuts, nsteps, record, *, policy: str, n: int,
-                scatter: bool):
+@partial(jax.jit, static_argnames=("policy", "n"), donate_argnums=(0, 1))
+def _bits_chunk(chain: _BitsChain, totals: _Totals, cuts, nsteps, record, *, policy: str, n: int):
     """Advance every replica ``nsteps`` steps with the bits kernel; add the counts to ``totals``
     when ``record`` is 1. Same rules and random words as :func:`_array_chunk`, same results."""
     R = chain.rng.shape[0]
     acc = (jnp.zeros((n, R), jnp.int64), jnp.zeros((R,), jnp.int64), jnp.zeros((R,), jnp.int32),
            jnp.zeros((R,), jnp.int32))
     c = (chain.rng, chain.mask, chain.queue, chain.fifo, jnp.zeros((R,), jnp.uint32), acc)  # empty record
-    step = partial(_bits_step, policy, n, scatter, cuts)
+    step = partial(_bits_step, policy, n, cuts)
     rng, mask, q_prev, fifo, pend, acc = jax.lax.fori_loop(0, nsteps, step, c)
     mask, q, fifo = _bits_apply(policy, mask, q_prev, fifo, pend)
-    acc_srv, acc_q, acc_arr, acc_wait = _bits_account(scatter, acc, pend, nsteps - 1)
+    acc_srv, acc_q, acc_arr, acc_wait = _bits_account(acc, pend, nsteps - 1)
     acc_q = acc_q - chain.queue.astype(jnp.int64) + q.astype(jnp.int64)  # q after steps 0..nsteps-1
     busy = (acc_srv >> 32) + jnp.asarray(nsteps, jnp.int64) * _busy_bits(mask, n)
     done = acc_srv & jnp.int64(0xFFFFFFFF)
@@ -714,7 +710,7 @@ def simulate(lam: float, mus, *, steps: int, replicas: int | None = None, seed: 
         totals = _Totals(*(_sharding.put(jnp.zeros(s, jnp.int64), -1) for s in ((n, R), (n, R), (R,), (R,), (R,))))
         cuts_d = jnp.asarray(np.array(cuts, dtype=np.uint64))
         if use_bits:
-            run = partial(_bits_chunk, cuts=cuts_d, policy=policy, n=n, scatter=n >= _SCATTER_MIN_N)
+            run = partial(_bits_chunk, cuts=cuts_d, policy=policy, n=n)
         else:
             run = partial(_array_chunk, cuts=cuts_d, policy=policy)
         chain, totals = _drive(lambda c, t, s, r: run(c, t, nsteps=s, record=r), chain, totals,
