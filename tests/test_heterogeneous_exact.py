@@ -292,6 +292,17 @@ def test_huge_solves_rejected_before_allocating():
         H.pair_margins(1.0, [1.0, 2.0], pairs="some")
     with pytest.raises(ValueError, match="queue_cap"):
         H.generator_solve(1.0, [1.0, 2.0], queue_cap=-1)
+    with pytest.raises(ValueError, match="queue_cap.*GiB"):
+        H.generator_solve(1.0, [1.0, 2.0], queue_cap=10**15)
+
+
+def test_marginals_from_sets_validates():
+    sets, p = H.stationary_distribution(3.0, [3.0, 2.0, 1.0])
+    np.testing.assert_allclose(H.marginals_from_sets(sets, p), H.busy_probabilities(3.0, [3.0, 2.0, 1.0]))
+    with pytest.raises(ValueError, match="sets"):
+        H.marginals_from_sets(sets.astype(int), p)
+    with pytest.raises(ValueError, match="probs"):
+        H.marginals_from_sets(sets, p[:-1])
 
 
 def test_oracle_limits():

@@ -1,6 +1,6 @@
 """Exact stationary law of M/M/n with heterogeneous servers and uninformed customers.
 
-Model (Cabral, arXiv:0706.0560): Poisson arrivals at rate ``lam``; server j serves at rate
+Model (docs/models.md, "Heterogeneous servers"; Cabral, arXiv:0706.0560): Poisson arrivals at rate ``lam``; server j serves at rate
 ``mus[j]``; an arrival that finds idle servers joins one chosen uniformly at random among them,
 otherwise it waits in one FIFO queue taken by the first server to finish. Stable iff
 ``lam < sum(mus)``.
@@ -29,6 +29,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import sparse
 from scipy.sparse import linalg as splinalg
+from numpy.typing import ArrayLike
 from scipy.special import gammaln
 
 from qlib import _validate
@@ -162,41 +163,41 @@ def _solve(lam: object, mus: object) -> _Solved:
 
 
 # --------------------------------------------------------------------------- public exact API
-def busy_probabilities(lam: float, mus: np.ndarray) -> np.ndarray:
-    """P_j = P(server j busy) in stationarity, in input order. O(n^2), stable for n in the 1000s."""
+def busy_probabilities(lam: float, mus: ArrayLike) -> np.ndarray:
+    """P_j = P(server j busy) in stationarity, (n,) in input order. O(n^2), stable for n in the 1000s."""
     s = _solve(lam, mus)
     return s.p @ s.c
 
 
-def idle_probabilities(lam: float, mus: np.ndarray) -> np.ndarray:
-    """1 - P_j, computed directly (keeps relative accuracy when servers are almost always busy)."""
+def idle_probabilities(lam: float, mus: ArrayLike) -> np.ndarray:
+    """1 - P_j, (n,), computed directly (keeps relative accuracy when servers are almost always busy)."""
     s = _solve(lam, mus)
     return s.f @ s.c
 
 
-def effective_rates(lam: float, mus: np.ndarray) -> np.ndarray:
-    """mu_j P_j: the long-run completion rate (work done) of server j; they sum to lam."""
+def effective_rates(lam: float, mus: ArrayLike) -> np.ndarray:
+    """mu_j P_j, (n,): the effective rate of service (work done) of server j; they sum to lam."""
     _, m = check_rates(lam, mus)
     return m * busy_probabilities(lam, m)
 
 
-def busy_count_distribution(lam: float, mus: np.ndarray) -> np.ndarray:
-    """P(exactly k servers busy), k = 0..n (k = n includes every queue length)."""
+def busy_count_distribution(lam: float, mus: ArrayLike) -> np.ndarray:
+    """P(exactly k servers busy), (n + 1,) for k = 0..n (k = n includes every queue length)."""
     return _solve(lam, mus).c.copy()
 
 
-def wait_probability(lam: float, mus: np.ndarray) -> float:
+def wait_probability(lam: float, mus: ArrayLike) -> float:
     """Probability that an arrival waits = P(all servers busy) (PASTA)."""
     return float(_solve(lam, mus).c[-1])
 
 
-def mean_queue_length(lam: float, mus: np.ndarray) -> float:
+def mean_queue_length(lam: float, mus: ArrayLike) -> float:
     """E[number waiting] = P(all busy) · rho/(1 - rho): the queue is geometric given all busy."""
     s = _solve(lam, mus)
     return float(s.c[-1] * s.rho / s.one_minus_rho)
 
 
-def mean_number_in_system(lam: float, mus: np.ndarray) -> float:
+def mean_number_in_system(lam: float, mus: ArrayLike) -> float:
     """E[busy servers] + E[queue]."""
     s = _solve(lam, mus)
     return float(np.arange(s.c.size) @ s.c + s.c[-1] * s.rho / s.one_minus_rho)
@@ -204,7 +205,7 @@ def mean_number_in_system(lam: float, mus: np.ndarray) -> float:
 
 @dataclass(frozen=True)
 class JointProbabilities:
-    """Pairwise stationary probabilities; entry [i, j] refers to servers i and j.
+    """Pairwise stationary probabilities, (n, n) arrays; entry [i, j] refers to servers i and j.
 
     ``both_busy[i, j]`` = P(i and j busy) (diagonal: P_i); ``busy_idle[i, j]`` = P(i busy, j idle)
     (diagonal: 0); ``both_idle[i, j]`` = P(i and j idle) (diagonal: 1 - P_i).
@@ -215,7 +216,7 @@ class JointProbabilities:
     both_idle: np.ndarray
 
 
-def joint_probabilities(lam: float, mus: np.ndarray) -> JointProbabilities:
+def joint_probabilities(lam: float, mus: ArrayLike) -> JointProbabilities:
     """P(l and m busy), P(m busy, l idle), P(both idle) for all pairs. O(n^3), computed directly
     (not from the identities, which the tests check against it)."""
     s = _solve(lam, mus)
@@ -269,7 +270,7 @@ class PairMargins:
         return (self.busy_margin > 0) & (self.effective_rate_margin > 0) & (self.band_margin > 0)
 
 
-def pair_margins(lam: float, mus: np.ndarray, *, pairs: str = "adjacent") -> PairMargins:
+def pair_margins(lam: float, mus: ArrayLike, *, pairs: str = "adjacent") -> PairMargins:
     """The margins of Cabral's claims, exact to rounding and with the right sign, for pairs l, m.
 
     ``pairs="adjacent"``: the servers sorted fastest first, each with the next strictly slower
@@ -315,8 +316,8 @@ def pair_margins(lam: float, mus: np.ndarray, *, pairs: str = "adjacent") -> Pai
 
 
 # --------------------------------------------------------------------------- oracles
-def stationary_distribution(lam: float, mus: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Brute-force product form over all 2^n busy sets (n <= 12): (sets (2^n, n) bool, probs).
+def stationary_distribution(lam: float, mus: ArrayLike) -> tuple[np.ndarray, np.ndarray]:
+    """Brute-force product form over all 2^n busy sets (n <= 12): (sets (2^n, n) bool, probs (2^n,)).
 
     The all-busy set carries the whole queue (every q). A test oracle, independent of the ESPs.
     """
@@ -334,7 +335,7 @@ def stationary_distribution(lam: float, mus: np.ndarray) -> tuple[np.ndarray, np
     return sets, w / w.sum()
 
 
-def generator_solve(lam: float, mus: np.ndarray, *, queue_cap: int | None = None,
+def generator_solve(lam: float, mus: ArrayLike, *, queue_cap: int | None = None,
                     policy: str = "random") -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Stationary law from the CTMC generator itself (no product form), queue truncated at ``queue_cap``.
 
@@ -352,6 +353,8 @@ def generator_solve(lam: float, mus: np.ndarray, *, queue_cap: int | None = None
     if queue_cap is None:
         queue_cap = int(min(20000, max(10, math.ceil(math.log(1e-16) / math.log(rho)))))
     queue_cap = _validate.integer("queue_cap", queue_cap, low=0)
+    _validate.memory("queue_cap", 200.0 * ((1 << n) * (n + 2) + 2 * queue_cap),
+                     "the sparse generator: about 200 bytes per transition")
     full = (1 << n) - 1
     nS = 1 << n
     # state index: busy mask s in [0, 2^n); (full, q) for q >= 1 at index 2^n + q - 1
@@ -402,12 +405,17 @@ def _all_sets(n: int) -> np.ndarray:
     return ((s >> np.arange(n)[None, :]) & 1).astype(bool)
 
 
-def marginals_from_sets(sets: np.ndarray, probs: np.ndarray) -> np.ndarray:
-    """P_j from a distribution over busy sets."""
+def marginals_from_sets(sets: ArrayLike, probs: ArrayLike) -> np.ndarray:
+    """P_j, (n,), from a distribution over busy sets: ``sets`` (S, n) bool, ``probs`` (S,)."""
+    sets, probs = np.asarray(sets), np.asarray(probs)
+    if sets.ndim != 2 or sets.dtype != bool:
+        raise ValueError(f"sets must be an (S, n) bool array; got {sets.dtype} of shape {sets.shape}")
+    if probs.shape != (sets.shape[0],) or probs.dtype.kind not in "iuf" or not np.all(np.isfinite(probs)):
+        raise ValueError(f"probs must be ({sets.shape[0]},) finite real probabilities; got shape {probs.shape}")
     return probs @ sets.astype(float)
 
 
-def fastest_busy_probabilities(lam: float, mus: np.ndarray) -> np.ndarray:
-    """Exact P_j when informed customers join the fastest idle server (generator solve, n <= 12)."""
+def fastest_busy_probabilities(lam: float, mus: ArrayLike) -> np.ndarray:
+    """Exact P_j, (n,), when informed customers join the fastest idle server (generator solve, n <= 12)."""
     sets, ps, _ = generator_solve(lam, mus, policy="fastest")
     return marginals_from_sets(sets, ps)

@@ -52,6 +52,7 @@ from typing import Callable, NamedTuple
 import jax
 import jax.numpy as jnp
 import numpy as np
+from numpy.typing import ArrayLike
 
 from qlib import _rng, _sharding, _validate
 from qlib._progress import progress_bar
@@ -198,7 +199,7 @@ def _order(mus: np.ndarray, policy: str) -> np.ndarray:
     return np.argsort(-mus, kind="stable") if policy == "fastest" else np.arange(mus.size)
 
 
-def step_probabilities(lam: float, mus, *, policy: str = "random") -> list[Fraction]:
+def step_probabilities(lam: float, mus: ArrayLike, *, policy: str = "random") -> list[Fraction]:
     """The exact probabilities the simulated chain uses per uniformised step.
 
     Entry 0: an arrival (the model's lam/Lambda); entry 1 + j: a potential completion at server
@@ -349,7 +350,13 @@ def _select64(x, r):
 
 
 def _server_of(cuts, w1, n: int):
-    """The server j with C_j <= w1 < C_{j+1} (j = 0 when w1 < C_1), by an unrolled binary search."""
+    """The server j with C_j <= w1 < C_{j+1} (j = 0 when w1 < C_1): the count of cut points passed
+    for n <= 40 (measured faster there), an unrolled binary search (log2 n gathers) above."""
+    if n <= 40:
+        j = jnp.zeros(w1.shape, jnp.uint32)
+        for t in range(1, n):
+            j = j + (w1 >= cuts[t]).astype(jnp.uint32)
+        return j
     j = jnp.zeros(w1.shape, jnp.int32)
     step = 1 << max(0, (n - 1).bit_length() - 1)
     while step >= 1:
@@ -629,7 +636,7 @@ def _work_units(n: int, use_bits: bool) -> float:
     return max(1.0, n / 64.0) if use_bits else max(1.0, n / 8.0)
 
 
-def simulate(lam: float, mus, *, steps: int, replicas: int | None = None, seed: int | None = None,
+def simulate(lam: float, mus: ArrayLike, *, steps: int, replicas: int | None = None, seed: int | None = None,
              burn_in: int = 0, policy: str = "random", initial: SimulationResult | ChainState | None = None,
              chunk: int | None = None, progress: bool | None = None, kernel: str = "auto") -> SimulationResult:
     """Simulate ``replicas`` independent copies of the heterogeneous M/M/n for ``steps`` steps each.
