@@ -558,9 +558,10 @@ def _to_kernel(state: ChainState, perm: np.ndarray, R: int, use_bits: bool):
     order = None if state.idle_order is None else rows(state.idle_order)[:, perm]
     if use_bits:
         W = -(-n // 64)
-        bits = np.zeros((R, 64 * W), np.uint64)
+        bits = np.zeros((R, 64 * W), bool)
         bits[:, :n] = busy
-        mask = (bits.reshape(R, W, 64) << np.arange(64, dtype=np.uint64)).sum(axis=2, dtype=np.uint64).T
+        # server j is bit j % 64 of word j // 64: little-endian bit and byte order
+        mask = np.packbits(bits, axis=1, bitorder="little").view("<u8").astype(np.uint64).T
         fifo = np.zeros(R, np.uint64)
         if order is not None:  # position p of the FIFO holds the p-th longest idle server
             for j in range(n):
@@ -583,9 +584,8 @@ def _from_kernel(chain, perm: np.ndarray, replicas: int, n: int, policy: str) ->
     queue = np.asarray(chain.queue)[:replicas].astype(np.int64)
     order = None
     if isinstance(chain, _BitsChain):
-        mask = np.asarray(chain.mask)[:, :replicas]
-        bits = (mask.T[:, :, None] >> np.arange(64, dtype=np.uint64)) & np.uint64(1)
-        busy = bits.reshape(replicas, -1)[:, :n].astype(bool)
+        mask = np.ascontiguousarray(np.asarray(chain.mask)[:, :replicas].T).astype("<u8")
+        busy = np.unpackbits(mask.view(np.uint8), axis=1, bitorder="little")[:, :n].astype(bool)
         if policy == "longest_idle":
             fifo = np.asarray(chain.fifo)[:replicas]
             k = (~busy).sum(axis=1)
@@ -618,11 +618,15 @@ def _plan(burn_in: int, steps: int, chunk: int) -> list[tuple[int, int]]:
     return out
 
 
-def _drive(run_chunk: Callable, chain, totals: _Totals, plan: list[tuple[int, int]], *,
+def _drive(run_chunk: Callable, chain, totals: _Totals, *, burn_in: int, steps: int, chunk: int | None,
            replicas: int, progress: bool):
-    """The one chunk driver: run the planned (steps, record) chunks, one compiled loop each,
-    with the progress bar (which waits for the devices after each chunk, so it follows them)."""
-    with progress_bar(sum(s for s, _ in plan) * replicas, show=progress, desc="heterogeneous") as bar:
+    """The one chunk driver: ``burn_in`` unrecorded and ``steps`` recorded steps in chunks of
+    ``chunk`` steps (default :func:`_chunk_length`), one compiled loop each, with the progress
+    bar (which waits for the devices after each chunk, so it follows them). Chunking changes
+    nothing in the results. ``run_chunk(chain, totals, nsteps, record)`` advances every replica."""
+    n, R = totals.busy.shape
+    plan = _plan(burn_in, steps, _chunk_length(R, n) if chunk is None else chunk)
+    with progress_bar((burn_in + steps) * replicas, show=progress, desc="heterogeneous") as bar:
         for nsteps, record in plan:
             chain, totals = run_chunk(chain, totals, jnp.int32(nsteps), jnp.int32(record))
             if progress:
@@ -633,7 +637,7 @@ def _drive(run_chunk: Callable, chain, totals: _Totals, plan: list[tuple[int, in
 
 def _work_units(n: int, use_bits: bool) -> float:
     """Cost of one replica-step in units of the reference rate of :func:`qlib._validate.work`."""
-    return max(1.0, n / 64.0) if use_bits else max(1.0, n / 8.0)
+    return max(1.0, n / 32.0) if use_bits else max(1.0, n / 8.0)
 
 
 def simulate(lam: float, mus: ArrayLike, *, steps: int, replicas: int | None = None, seed: int | None = None,
@@ -711,7 +715,6 @@ def simulate(lam: float, mus: ArrayLike, *, steps: int, replicas: int | None = N
     perm = _order(m, policy)  # kernel order; results are mapped back to input order
     cuts = _cut_points(lam_f, m[perm])
     Lambda = lam_f + math.fsum(m)
-    chunk = _chunk_length(R, n) if chunk is None else chunk
     with jax.enable_x64(True):
         chain = _to_kernel(start, perm, R, use_bits)
         totals = _Totals(*(_sharding.put(jnp.zeros(s, jnp.int64), -1) for s in ((n, R), (n, R), (R,), (R,), (R,))))
@@ -721,7 +724,7 @@ def simulate(lam: float, mus: ArrayLike, *, steps: int, replicas: int | None = N
         else:
             run = partial(_array_chunk, cuts=cuts_d, policy=policy)
         chain, totals = _drive(lambda c, t, s, r: run(c, t, nsteps=s, record=r), chain, totals,
-                               _plan(burn_in, steps, chunk), replicas=replicas, progress=progress)
+                               burn_in=burn_in, steps=steps, chunk=chunk, replicas=replicas, progress=progress)
         tot_busy, tot_done, tot_q, tot_arr, tot_wait = (np.asarray(t)[..., :replicas] for t in totals)
         state = _from_kernel(chain, perm, replicas, n, policy)
 
