@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import importlib.util
 import itertools
-import math
 from fractions import Fraction
 from pathlib import Path
 
