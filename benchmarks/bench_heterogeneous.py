@@ -12,6 +12,10 @@ Robust ratios: every simulator is measured ``repeats`` times in interleaved roun
 other jobs hits all rows alike), each row reports its median rate, and the ratios are ratios of
 medians, all in one process. Compile time is excluded (a warm-up run with the same shapes).
 
+``run_many_servers`` measures the same way at n = 50 servers (rates geometric 10..1, rho = 0.9)
+with R = 32 and R = 1024 replicas: the bits kernel (64-bit busy masks, the default), the
+general (servers, replicas) array kernel, and the numba loop.
+
 Run: ``python benchmarks/bench_heterogeneous.py [--quick]``. Wall times are never asserted in tests.
 """
 
@@ -27,49 +31,52 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 N, SPREAD, RHO = 10, 10.0, 0.9
+MANY_N = 50
 PEER_EVENTS = 100_000  # events per Ciw / SimPy repeat
 
 
-def instance():
-    mus = np.geomspace(SPREAD, 1.0, N)
+def instance(n: int = N):
+    mus = np.geomspace(SPREAD, 1.0, n)
     return RHO * mus.sum(), mus
 
 
-def jax_runner(replicas: int, steps: int, policy: str = "random"):
+def jax_runner(replicas: int, steps: int, policy: str = "random", n: int = N, kernel: str = "auto"):
     """A zero-argument callable timing one JAX run; returns (real events, seconds)."""
     import jax
 
     from qlib.heterogeneous import simulate
-    lam, mus = instance()
-    simulate(lam, mus, events=64, replicas=replicas, policy=policy, chunk=steps)  # compile
+    lam, mus = instance(n)
+    simulate(lam, mus, steps=64, replicas=replicas, policy=policy, chunk=steps, kernel=kernel)  # compile
 
     def once():
         t0 = time.perf_counter()
-        r = simulate(lam, mus, events=steps, replicas=replicas, policy=policy, chunk=steps)
+        r = simulate(lam, mus, steps=steps, replicas=replicas, policy=policy, chunk=steps, kernel=kernel)
         dt = time.perf_counter() - t0
         return float(r.arrivals.sum() + np.rint(r.throughput * r.time[:, None]).sum()), dt
 
-    name = f"qlib JAX ({policy}, {replicas} replicas, {jax.device_count()} devices)"
+    what = "" if kernel == "auto" else f", {kernel} kernel"
+    name = f"qlib JAX ({policy}{what}, {replicas} replicas, {jax.device_count()} devices)"
     return name, steps * replicas, once
 
 
-def numba_runner(replicas: int, steps: int, threads: int = 2):
+def numba_runner(replicas: int, steps: int, threads: int = 2, n: int = N):
     import numba
 
-    from qlib.heterogeneous.reference import simulate_reference
+    from numba_heterogeneous import simulate_reference
     numba.set_num_threads(min(threads, numba.config.NUMBA_NUM_THREADS))
-    lam, mus = instance()
-    simulate_reference(lam, mus, events=64, replicas=2)  # compile
+    lam, mus = instance(n)
+    simulate_reference(lam, mus, steps=64, replicas=2)  # compile
 
     def once():
         t0 = time.perf_counter()
-        r = simulate_reference(lam, mus, events=steps, replicas=replicas)
+        r = simulate_reference(lam, mus, steps=steps, replicas=replicas)
         dt = time.perf_counter() - t0
         return float(r["arrivals"].sum() + r["done"].sum()), dt
 
-    return f"numba prange loop ({numba.get_num_threads()} threads)", steps * replicas, once
+    return f"numba prange loop ({numba.get_num_threads()} threads, {replicas} replicas)", steps * replicas, once
 
 
 def ciw_runner(events: int = PEER_EVENTS):
@@ -151,6 +158,19 @@ def run(quick: bool = False) -> list[dict]:
     repeats = 3 if quick else 5
     runners = [jax_runner(replicas, steps), jax_runner(replicas, steps, "longest_idle"),
                numba_runner(replicas, steps), ciw_runner(), simpy_runner()]
+    rows = _measure(runners, repeats)
+    numba_rate = rows[2]["events_per_s"]
+    ciw_rate = rows[3]["events_per_s"]
+    for r in rows:
+        r["vs_numba"] = r["events_per_s"] / numba_rate
+        r["vs_ciw"] = r["events_per_s"] / ciw_rate
+        r["instance"] = f"n={N}, rates {SPREAD:g}..1 geometric, rho={RHO}"
+        r["cpus"] = os.cpu_count()
+    return rows
+
+
+def _measure(runners, repeats: int) -> list[dict]:
+    """Interleaved rounds over the runners; one row per runner with its median rate."""
     samples = [[] for _ in runners]
     for _ in range(repeats):
         for (_, _, once), s in zip(runners, samples):
@@ -161,14 +181,25 @@ def run(quick: bool = False) -> list[dict]:
         i = int(np.argsort(rates)[len(rates) // 2])  # the median repeat (odd count)
         rows.append({"name": name, "steps": steps_run, "events": s[i][0], "seconds": s[i][1],
                      "events_per_s": float(rates[i]), "rate_min": float(rates.min()),
-                     "rate_max": float(rates.max()), "repeats": len(rates)})
-    numba_rate = rows[2]["events_per_s"]
-    ciw_rate = rows[3]["events_per_s"]
-    for r in rows:
-        r["vs_numba"] = r["events_per_s"] / numba_rate
-        r["vs_ciw"] = r["events_per_s"] / ciw_rate
-        r["instance"] = f"n={N}, rates {SPREAD:g}..1 geometric, rho={RHO}"
-        r["cpus"] = os.cpu_count()
+                     "rate_max": float(rates.max()), "repeats": len(rates),
+                     "replica_steps_per_s": steps_run / s[i][1]})
+    return rows
+
+
+def run_many_servers(quick: bool = False) -> list[dict]:
+    """n = 50 servers, R = 32 and 1024: qlib's bits and array kernels against numba, interleaved.
+    ``vs_numba`` is relative to the numba row with the same R."""
+    rows = []
+    for replicas, steps in ((32, 20_000 if quick else 200_000), (1024, 1_000 if quick else 10_000)):
+        runners = [jax_runner(replicas, steps, n=MANY_N), jax_runner(replicas, steps, n=MANY_N, kernel="array"),
+                   numba_runner(replicas, steps, n=MANY_N)]
+        part = _measure(runners, 3 if quick else 5)
+        for r in part:
+            r["vs_numba"] = r["events_per_s"] / part[-1]["events_per_s"]
+            r["vs_ciw"] = float("nan")
+            r["instance"] = f"n={MANY_N}, rates {SPREAD:g}..1 geometric, rho={RHO}"
+            r["cpus"] = os.cpu_count()
+        rows += part
     return rows
 
 
@@ -187,6 +218,10 @@ if __name__ == "__main__":
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true")
-    rows = run(quick=ap.parse_args().quick)
+    quick = ap.parse_args().quick
+    rows = run(quick=quick)
     print(rows[0]["instance"], f"; {rows[0]['repeats']} interleaved repeats, medians")
     print(table(rows))
+    many = run_many_servers(quick=quick)
+    print("\n" + many[0]["instance"], f"; {many[0]['repeats']} interleaved repeats, medians")
+    print(table(many))

@@ -1,19 +1,25 @@
 """M/M/n with heterogeneous servers and uninformed customers (Cabral, arXiv:0706.0560).
 
-Arrivals at rate lam join a uniformly random idle server (else one FIFO queue); server j works
-at rate mu_j. Who works the most? For mu_l > mu_m: P_l < P_m (the fast server is busy less
-often), yet mu_l P_l > mu_m P_m (it completes more); in fact (mu_m/mu_l) P_m < P_l < P_m.
+The model (docs/models.md, "Heterogeneous servers"): arrivals at rate lam join a uniformly
+random idle server (else one FIFO queue); server j works at rate mu_j. Who works the most? For
+mu_l > mu_m: P_l < P_m (the fast server is busy less often), yet mu_l P_l > mu_m P_m (it
+completes more); in fact (mu_m/mu_l) P_m < P_l < P_m.
 
-- exact product-form solution: :func:`busy_probabilities` and friends (O(n^2), log-space);
+- exact product-form solution: :func:`busy_probabilities` and friends (O(n^2), log-space), and
+  :func:`pair_margins`, the three claims' margins with the right sign even for near-equal rates;
 - test oracles: :func:`stationary_distribution`, :func:`generator_solve`;
-- :func:`simulate`: uniformised JAX simulation of many replicas ("random", "longest_idle", "fastest").
+- :func:`simulate`: uniformised JAX simulation of many replicas ("random", "longest_idle",
+  "fastest"), with exact event probabilities (:func:`step_probabilities`) and runs that continue
+  exactly (``initial=result``).
 """
 
 from qlib.heterogeneous.exact import (
     POLICIES,
     JointProbabilities,
+    PairMargins,
     busy_count_distribution,
     busy_probabilities,
+    check_rates,
     effective_rates,
     fastest_busy_probabilities,
     generator_solve,
@@ -22,15 +28,18 @@ from qlib.heterogeneous.exact import (
     marginals_from_sets,
     mean_number_in_system,
     mean_queue_length,
+    pair_margins,
+    service_rates,
     stationary_distribution,
     wait_probability,
 )
-from qlib.heterogeneous.simulate import SimulationResult, simulate
+from qlib.heterogeneous.simulate import MIN_SHARE, ChainState, SimulationResult, simulate, step_probabilities
 
 __all__ = [
-    "POLICIES", "JointProbabilities", "SimulationResult", "busy_count_distribution",
-    "busy_probabilities", "effective_rates", "fastest_busy_probabilities", "generator_solve",
-    "idle_probabilities", "joint_probabilities", "marginals_from_sets",
-    "mean_number_in_system", "mean_queue_length", "simulate", "stationary_distribution",
-    "wait_probability",
+    "MIN_SHARE", "POLICIES", "ChainState", "JointProbabilities", "PairMargins",
+    "SimulationResult", "busy_count_distribution", "busy_probabilities", "check_rates", "effective_rates",
+    "fastest_busy_probabilities", "generator_solve",
+    "idle_probabilities", "joint_probabilities", "marginals_from_sets", "mean_number_in_system",
+    "mean_queue_length", "pair_margins", "service_rates", "simulate",
+    "stationary_distribution", "step_probabilities", "wait_probability",
 ]

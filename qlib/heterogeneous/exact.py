@@ -1,6 +1,6 @@
 """Exact stationary law of M/M/n with heterogeneous servers and uninformed customers.
 
-Model (Cabral, arXiv:0706.0560): Poisson arrivals at rate ``lam``; server j serves at rate
+Model (docs/models.md, "Heterogeneous servers"; Cabral, arXiv:0706.0560): Poisson arrivals at rate ``lam``; server j serves at rate
 ``mus[j]``; an arrival that finds idle servers joins one chosen uniformly at random among them,
 otherwise it waits in one FIFO queue taken by the first server to finish. Stable iff
 ``lam < sum(mus)``.
@@ -29,6 +29,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import sparse
 from scipy.sparse import linalg as splinalg
+from numpy.typing import ArrayLike
 from scipy.special import gammaln
 
 from qlib import _validate
@@ -37,23 +38,46 @@ POLICIES = ("random", "longest_idle", "fastest")
 
 
 # --------------------------------------------------------------------------- input checks
-def check_rates(lam: object, mus: object) -> tuple[float, np.ndarray]:
-    """Validated (lam, mus): lam in (0, sum(mus)), mus a non-empty 1-D array of finite rates > 0."""
+def service_rates(mus: object) -> np.ndarray:
+    """Validated ``mus``: a non-empty 1-D sequence or array of finite real rates > 0, as float64 (n,).
+
+    Only real numbers are accepted: booleans and strings are rejected (NumPy would turn
+    ``[True, True]`` or ``['1', '2']`` into numbers silently).
+    """
+    msg = "mus must be a non-empty 1-D sequence of real service rates > 0"
+    if isinstance(mus, (str, bytes, bool, np.bool_)):
+        raise ValueError(f"{msg}; got {mus!r}")
     try:
-        m = np.asarray(mus, dtype=float)
+        arr = np.asarray(mus)
     except (TypeError, ValueError):
-        raise ValueError(f"mus must be a 1-D array of service rates > 0; got {mus!r}") from None
-    if m.ndim != 1:
-        raise ValueError(f"mus must be a 1-D array of service rates > 0; got shape {m.shape}")
-    if m.size == 0:
-        raise ValueError("mus must contain at least one service rate > 0; got an empty array")
+        raise ValueError(f"{msg}; got {mus!r}") from None
+    if arr.dtype.kind not in "iuf":
+        raise ValueError(f"{msg}; got {mus!r} (dtype {arr.dtype})")
+    if arr.ndim != 1:
+        raise ValueError(f"{msg}; got shape {arr.shape}")
+    if not isinstance(mus, np.ndarray) and any(isinstance(x, (bool, np.bool_)) for x in mus):
+        raise ValueError(f"{msg}; got booleans in {mus!r}")
+    if arr.size == 0:
+        raise ValueError(f"{msg}; got an empty sequence")
+    m = arr.astype(float)
     if not np.all(np.isfinite(m)):
         raise ValueError(f"mus must be finite service rates > 0; got {m.tolist()!r}")
     if np.any(m <= 0):
         raise ValueError(f"mus must all be > 0; got minimum {m.min()!r}")
-    total = float(m.sum())
+    return m
+
+
+def check_rates(lam: object, mus: object) -> tuple[float, np.ndarray]:
+    """Validated (lam, mus): mus as in :func:`service_rates` (n,), lam a real in (0, sum(mus))."""
+    m = service_rates(mus)
+    total = math.fsum(m)
     lam_f = _validate.real("lam", lam, low=0.0, high=total)  # stability: 0 < lam < sum(mu)
     return lam_f, m
+
+
+def _check_solvable(n: int) -> None:
+    """The O(n^2) solve holds about 8 float64 arrays of n x (n + 1): refuse what cannot fit."""
+    _validate.memory("mus", 64.0 * n * (n + 1), f"{n} servers: about 8 float64 arrays of n x (n + 1)")
 
 
 # --------------------------------------------------------------------------- log-ESP machinery
@@ -70,26 +94,30 @@ def _log_esp(log_x: np.ndarray) -> np.ndarray:
 def _deflate(le: np.ndarray, log_x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Leave-one-out ratios for a polynomial prod_i (1 + x_i t) with log-coefficients ``le``.
 
-    For every root x_j in ``log_x`` (which must be among the polynomial's) returns
+    For every root x_j in ``log_x`` (J,) (which must be among the polynomial's) returns
     f[j, k] = e_k^{(-j)} / e_k and p[j, k] = x_j e_{k-1}^{(-j)} / e_k for k = 0..m, so
     f + p = 1; p[j, k] is the probability that j is in a size-k set drawn with weights prod x.
+    ``le`` is (m + 1,), one polynomial for every root, or (J, m + 1), one polynomial per root.
     """
-    m = le.size - 1
+    le = np.atleast_2d(le)
+    m = le.shape[1] - 1
     J = log_x.size
     with np.errstate(over="ignore", under="ignore", invalid="ignore", divide="ignore"):
         # xr[:, k] = x_j e_{k-1}/e_k, finite for k = 1..m
-        xr = np.exp(log_x[:, None] + (le[None, :-1] - le[None, 1:]))
-        fwd = np.empty((J, m + 1))
-        fwd[:, 0] = 1.0
+        xr = np.exp(log_x[:, None] + (le[:, :-1] - le[:, 1:]))
+        # the recursions run along k: keep k first so each step touches contiguous memory
+        xt = np.ascontiguousarray(xr.T)
+        fwd = np.empty((m + 1, J))
+        fwd[0] = 1.0
         for k in range(1, m + 1):  # stable while p < 1/2 (errors damped by the odds p/(1-p))
-            fwd[:, k] = 1.0 - xr[:, k - 1] * fwd[:, k - 1]
-        bwd = np.empty((J, m + 1))
-        bwd[:, m] = 0.0
+            fwd[k] = 1.0 - xt[k - 1] * fwd[k - 1]
+        bwd = np.empty((m + 1, J))
+        bwd[m] = 0.0
         for k in range(m, 0, -1):  # stable while p > 1/2
-            bwd[:, k - 1] = (1.0 - bwd[:, k]) / xr[:, k - 1]
+            bwd[k - 1] = (1.0 - bwd[k]) / xt[k - 1]
         # forward on the prefix where it says f >= 1/2, backward after
-        use_fwd = np.logical_and.accumulate(fwd >= 0.5, axis=1)
-        f = np.where(use_fwd, fwd, bwd)
+        use_fwd = np.logical_and.accumulate(fwd >= 0.5, axis=0)
+        f = np.where(use_fwd, fwd, bwd).T
         f = np.clip(f, 0.0, 1.0)
         p = np.zeros_like(f)
         p[:, 1:] = xr * f[:, :-1]  # a product: keeps relative accuracy where p is tiny
@@ -98,11 +126,11 @@ def _deflate(le: np.ndarray, log_x: np.ndarray) -> tuple[np.ndarray, np.ndarray]
     return f, p
 
 
-def _log_weights(n: int, rho: float) -> np.ndarray:
+def _log_weights(n: int, log_one_minus_rho: float) -> np.ndarray:
     """log of (n-k)! for k < n and 1/(1-rho) for k = n (the common 1/n! dropped)."""
     k = np.arange(n + 1)
     lw = gammaln(n - k + 1.0)
-    lw[n] = -math.log1p(-rho)
+    lw[n] = -log_one_minus_rho
     return lw
 
 
@@ -111,6 +139,7 @@ class _Solved:
     lam: float
     mus: np.ndarray
     rho: float
+    one_minus_rho: float
     log_x: np.ndarray
     le: np.ndarray
     c: np.ndarray  # c_k ∝ probability that exactly k servers are busy (k = n: all busy, any queue)
@@ -120,60 +149,63 @@ class _Solved:
 
 def _solve(lam: object, mus: object) -> _Solved:
     lam_f, m = check_rates(lam, mus)
-    rho = lam_f / float(m.sum())
+    _check_solvable(m.size)
+    total = math.fsum(m)
+    rho = lam_f / total
+    # 1 - rho from the difference, which is exact near rho = 1 (lam and total within a factor 2)
     log_x = math.log(lam_f) - np.log(m)
     le = _log_esp(log_x)
-    lc = _log_weights(m.size, rho) + le
+    lc = _log_weights(m.size, math.log((total - lam_f) / total)) + le
     c = np.exp(lc - lc.max())
     c /= c.sum()
     f, p = _deflate(le, log_x)
-    return _Solved(lam_f, m, rho, log_x, le, c, f, p)
+    return _Solved(lam_f, m, rho, (total - lam_f) / total, log_x, le, c, f, p)
 
 
 # --------------------------------------------------------------------------- public exact API
-def busy_probabilities(lam: float, mus: np.ndarray) -> np.ndarray:
-    """P_j = P(server j busy) in stationarity, in input order. O(n^2), stable for n in the 1000s."""
+def busy_probabilities(lam: float, mus: ArrayLike) -> np.ndarray:
+    """P_j = P(server j busy) in stationarity, (n,) in input order. O(n^2), stable for n in the 1000s."""
     s = _solve(lam, mus)
     return s.p @ s.c
 
 
-def idle_probabilities(lam: float, mus: np.ndarray) -> np.ndarray:
-    """1 - P_j, computed directly (keeps relative accuracy when servers are almost always busy)."""
+def idle_probabilities(lam: float, mus: ArrayLike) -> np.ndarray:
+    """1 - P_j, (n,), computed directly (keeps relative accuracy when servers are almost always busy)."""
     s = _solve(lam, mus)
     return s.f @ s.c
 
 
-def effective_rates(lam: float, mus: np.ndarray) -> np.ndarray:
-    """mu_j P_j: the long-run completion rate (work done) of server j; they sum to lam."""
+def effective_rates(lam: float, mus: ArrayLike) -> np.ndarray:
+    """mu_j P_j, (n,): the effective rate of service (work done) of server j; they sum to lam."""
     _, m = check_rates(lam, mus)
     return m * busy_probabilities(lam, m)
 
 
-def busy_count_distribution(lam: float, mus: np.ndarray) -> np.ndarray:
-    """P(exactly k servers busy), k = 0..n (k = n includes every queue length)."""
+def busy_count_distribution(lam: float, mus: ArrayLike) -> np.ndarray:
+    """P(exactly k servers busy), (n + 1,) for k = 0..n (k = n includes every queue length)."""
     return _solve(lam, mus).c.copy()
 
 
-def wait_probability(lam: float, mus: np.ndarray) -> float:
+def wait_probability(lam: float, mus: ArrayLike) -> float:
     """Probability that an arrival waits = P(all servers busy) (PASTA)."""
     return float(_solve(lam, mus).c[-1])
 
 
-def mean_queue_length(lam: float, mus: np.ndarray) -> float:
+def mean_queue_length(lam: float, mus: ArrayLike) -> float:
     """E[number waiting] = P(all busy) · rho/(1 - rho): the queue is geometric given all busy."""
     s = _solve(lam, mus)
-    return float(s.c[-1] * s.rho / (1.0 - s.rho))
+    return float(s.c[-1] * s.rho / s.one_minus_rho)
 
 
-def mean_number_in_system(lam: float, mus: np.ndarray) -> float:
+def mean_number_in_system(lam: float, mus: ArrayLike) -> float:
     """E[busy servers] + E[queue]."""
     s = _solve(lam, mus)
-    return float(np.arange(s.c.size) @ s.c + s.c[-1] * s.rho / (1.0 - s.rho))
+    return float(np.arange(s.c.size) @ s.c + s.c[-1] * s.rho / s.one_minus_rho)
 
 
 @dataclass(frozen=True)
 class JointProbabilities:
-    """Pairwise stationary probabilities; entry [i, j] refers to servers i and j.
+    """Pairwise stationary probabilities, (n, n) arrays; entry [i, j] refers to servers i and j.
 
     ``both_busy[i, j]`` = P(i and j busy) (diagonal: P_i); ``busy_idle[i, j]`` = P(i busy, j idle)
     (diagonal: 0); ``both_idle[i, j]`` = P(i and j idle) (diagonal: 1 - P_i).
@@ -184,7 +216,7 @@ class JointProbabilities:
     both_idle: np.ndarray
 
 
-def joint_probabilities(lam: float, mus: np.ndarray) -> JointProbabilities:
+def joint_probabilities(lam: float, mus: ArrayLike) -> JointProbabilities:
     """P(l and m busy), P(m busy, l idle), P(both idle) for all pairs. O(n^3), computed directly
     (not from the identities, which the tests check against it)."""
     s = _solve(lam, mus)
@@ -208,9 +240,84 @@ def joint_probabilities(lam: float, mus: np.ndarray) -> JointProbabilities:
     return JointProbabilities(bb, bi, ii)
 
 
+@dataclass(frozen=True)
+class PairMargins:
+    """Cabral's three claims as margins, for pairs (l, m) of servers with mu_l > mu_m; arrays (K,).
+
+    ``fast[i]``, ``slow[i]``: input indices of l and m in pair i (pairs in rate order, fastest first).
+    - ``busy_margin`` = P_m - P_l: claim 1, the faster server is busy less often;
+    - ``effective_rate_margin`` = mu_l P_l - mu_m P_m: claim 2, yet its effective rate of service
+      (the work it does) is larger;
+    - ``band_margin`` = P_l - (mu_m/mu_l) P_m: the lower end of claim 3 (its upper end is claim 1).
+    ``both_busy`` = P(l and m busy) and ``busy_idle`` = P(m busy, l idle) are the joint
+    probabilities the margins are computed from. A claim holds for pair i iff its margin is > 0.
+    """
+
+    fast: np.ndarray
+    slow: np.ndarray
+    busy_margin: np.ndarray
+    effective_rate_margin: np.ndarray
+    band_margin: np.ndarray
+    both_busy: np.ndarray
+    busy_idle: np.ndarray
+
+    @property
+    def pairs(self) -> int:
+        return int(self.fast.size)
+
+    def holds(self) -> np.ndarray:
+        """(K,) bool: all three claims hold (every margin > 0) for pair i."""
+        return (self.busy_margin > 0) & (self.effective_rate_margin > 0) & (self.band_margin > 0)
+
+
+def pair_margins(lam: float, mus: ArrayLike, *, pairs: str = "adjacent") -> PairMargins:
+    """The margins of Cabral's claims, exact to rounding and with the right sign, for pairs l, m.
+
+    ``pairs="adjacent"``: the servers sorted fastest first, each with the next strictly slower
+    one (n - 1 pairs when the rates are distinct; equal rates have margins exactly 0 and are
+    skipped). ``pairs="all"``: every pair with mu_l > mu_m (n(n - 1)/2 when distinct).
+
+    The margins are never differences of rounded P's, which lose their sign when rates are
+    nearly equal. They come from the identities (docs/models.md, "Heterogeneous servers")
+    mu_l P_l - mu_m P_m = (mu_l - mu_m) P(l and m busy),
+    P_m - P_l = (1 - mu_m/mu_l) P(m busy, l idle),
+    P_l - (mu_m/mu_l) P_m = (1 - mu_m/mu_l) P(l and m busy),
+    with mu_l - mu_m a floating-point subtraction (exact when the rates are within a factor 2)
+    and each joint probability computed directly as a positive sum: the polynomial of the
+    other servers' x = lam/mu is deflated by x_l and then by x_m (composite deflation, see the
+    module docstring). So every margin has the sign of mu_l - mu_m, with full relative accuracy.
+    Cost O(n^2) for the solve plus O(n) per pair.
+    """
+    pairs = _validate.choice("pairs", pairs, ("adjacent", "all"))
+    s = _solve(lam, mus)
+    m, n = s.mus, s.mus.size
+    order = np.argsort(-m, kind="stable")
+    if pairs == "adjacent":
+        L, M = order[:-1], order[1:]
+    else:
+        i, j = np.triu_indices(n, 1)
+        L, M = order[i], order[j]
+    keep = m[L] > m[M]
+    L, M = L[keep], M[keep]
+    both, busy_idle = np.empty(L.size), np.empty(L.size)
+    block = max(1, (1 << 22) // (n + 1))  # pairs per pass: a few arrays of block x n floats
+    for a in range(0, L.size, block):
+        l, mm = L[a : a + block], M[a : a + block]
+        with np.errstate(divide="ignore"):
+            le_l = s.le[None, :n] + np.log(s.f[l, :n])  # log e_k without l, k = 0..n-1 (B, n)
+        _, p2 = _deflate(le_l, s.log_x[mm])  # p2[b, k] = P(m in a k-set of the others)
+        # P(l and m busy) = sum_{k>=1} c_k p[l,k] p2[k-1]; P(m busy, l idle) = sum_{k<n} c_k f[l,k] p2[k]
+        both[a : a + block] = np.einsum("bk,bk->b", p2, s.c[None, 1:] * s.p[l, 1:])
+        busy_idle[a : a + block] = np.einsum("bk,bk->b", p2, s.c[None, :n] * s.f[l, :n])
+    diff = m[L] - m[M]
+    rel = diff / m[L]  # 1 - mu_m/mu_l without cancellation
+    return PairMargins(fast=L, slow=M, busy_margin=rel * busy_idle, effective_rate_margin=diff * both,
+                       band_margin=rel * both, both_busy=both, busy_idle=busy_idle)
+
+
 # --------------------------------------------------------------------------- oracles
-def stationary_distribution(lam: float, mus: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Brute-force product form over all 2^n busy sets (n <= 12): (sets (2^n, n) bool, probs).
+def stationary_distribution(lam: float, mus: ArrayLike) -> tuple[np.ndarray, np.ndarray]:
+    """Brute-force product form over all 2^n busy sets (n <= 12): (sets (2^n, n) bool, probs (2^n,)).
 
     The all-busy set carries the whole queue (every q). A test oracle, independent of the ESPs.
     """
@@ -228,7 +335,7 @@ def stationary_distribution(lam: float, mus: np.ndarray) -> tuple[np.ndarray, np
     return sets, w / w.sum()
 
 
-def generator_solve(lam: float, mus: np.ndarray, *, queue_cap: int | None = None,
+def generator_solve(lam: float, mus: ArrayLike, *, queue_cap: int | None = None,
                     policy: str = "random") -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Stationary law from the CTMC generator itself (no product form), queue truncated at ``queue_cap``.
 
@@ -246,6 +353,8 @@ def generator_solve(lam: float, mus: np.ndarray, *, queue_cap: int | None = None
     if queue_cap is None:
         queue_cap = int(min(20000, max(10, math.ceil(math.log(1e-16) / math.log(rho)))))
     queue_cap = _validate.integer("queue_cap", queue_cap, low=0)
+    _validate.memory("queue_cap", 200.0 * ((1 << n) * (n + 2) + 2 * queue_cap),
+                     "the sparse generator: about 200 bytes per transition")
     full = (1 << n) - 1
     nS = 1 << n
     # state index: busy mask s in [0, 2^n); (full, q) for q >= 1 at index 2^n + q - 1
@@ -296,12 +405,17 @@ def _all_sets(n: int) -> np.ndarray:
     return ((s >> np.arange(n)[None, :]) & 1).astype(bool)
 
 
-def marginals_from_sets(sets: np.ndarray, probs: np.ndarray) -> np.ndarray:
-    """P_j from a distribution over busy sets."""
+def marginals_from_sets(sets: ArrayLike, probs: ArrayLike) -> np.ndarray:
+    """P_j, (n,), from a distribution over busy sets: ``sets`` (S, n) bool, ``probs`` (S,)."""
+    sets, probs = np.asarray(sets), np.asarray(probs)
+    if sets.ndim != 2 or sets.dtype != bool:
+        raise ValueError(f"sets must be an (S, n) bool array; got {sets.dtype} of shape {sets.shape}")
+    if probs.shape != (sets.shape[0],) or probs.dtype.kind not in "iuf" or not np.all(np.isfinite(probs)):
+        raise ValueError(f"probs must be ({sets.shape[0]},) finite real probabilities; got shape {probs.shape}")
     return probs @ sets.astype(float)
 
 
-def fastest_busy_probabilities(lam: float, mus: np.ndarray) -> np.ndarray:
-    """Exact P_j when informed customers join the fastest idle server (generator solve, n <= 12)."""
+def fastest_busy_probabilities(lam: float, mus: ArrayLike) -> np.ndarray:
+    """Exact P_j, (n,), when informed customers join the fastest idle server (generator solve, n <= 12)."""
     sets, ps, _ = generator_solve(lam, mus, policy="fastest")
     return marginals_from_sets(sets, ps)

@@ -30,10 +30,10 @@ INFORMED_MAX_N = 10  # the informed ("fastest") policy has no product form: gene
 #: Every parameter of the study, per mode: the figures' profiles at several loads and the
 #: claims' own simulation (``claims``).
 PARAMETERS: dict[str, dict[str, Any]] = {
-    "smoke": {"figures": dict(n=6, spread=10.0, loads=(0.3, 0.6, 0.9), events=20_000, replicas=8, seed=3),
-              "claims": dict(n=5, spread=10.0, rho=0.7, events=50_000, replicas=32, seed=2024)},
-    "full": {"figures": dict(n=6, spread=10.0, loads=(0.3, 0.6, 0.9), events=500_000, replicas=32, seed=3),
-             "claims": dict(n=5, spread=10.0, rho=0.7, events=1_000_000, replicas=32, seed=2024)},
+    "smoke": {"figures": dict(n=6, spread=10.0, loads=(0.3, 0.6, 0.9), steps=20_000, replicas=8, seed=3),
+              "claims": dict(n=5, spread=10.0, rho=0.7, steps=50_000, replicas=32, seed=2024)},
+    "full": {"figures": dict(n=6, spread=10.0, loads=(0.3, 0.6, 0.9), steps=500_000, replicas=32, seed=3),
+             "claims": dict(n=5, spread=10.0, rho=0.7, steps=1_000_000, replicas=32, seed=2024)},
 }
 
 
@@ -105,31 +105,31 @@ def run(mode: str = "full", *, progress: bool = True) -> WhoWorksTheMostResult:
     mode = check_mode(mode)
     P = PARAMETERS[mode]
     f, c = P["figures"], P["claims"]
-    ev = f["events"]
+    ev = f["steps"]
     profs, sims = [], []
     for i, rho in enumerate(f["loads"]):
         p = profile(f["n"], f["spread"], rho)
         profs.append(p)
-        sims.append(simulate(p.lam, p.mus, events=ev, replicas=f["replicas"], seed=f["seed"] + i,
+        sims.append(simulate(p.lam, p.mus, steps=ev, replicas=f["replicas"], seed=f["seed"] + i,
                              burn_in=ev // 20, progress=progress))
     p = profs[-1]
-    inf = simulate(p.lam, p.mus, events=ev, replicas=f["replicas"], seed=f["seed"] + 100,
+    inf = simulate(p.lam, p.mus, steps=ev, replicas=f["replicas"], seed=f["seed"] + 100,
                    burn_in=ev // 20, policy="fastest", progress=progress)
     mus = geometric_rates(c["n"], c["spread"])
     lam = c["rho"] * mus.sum()
-    cev = c["events"]
-    claims = [simulate(lam, mus, events=cev, replicas=c["replicas"], seed=c["seed"] + j, burn_in=cev // 20,
+    cev = c["steps"]
+    claims = [simulate(lam, mus, steps=cev, replicas=c["replicas"], seed=c["seed"] + j, burn_in=cev // 20,
                        policy=policy, progress=progress)
               for j, policy in enumerate(("random", "longest_idle"))]
     return WhoWorksTheMostResult(mode=mode, parameters=P, profiles=profs, sims=sims, informed_sim=inf,
                                  claims_sim=claims[0], claims_longest_idle=claims[1])
 
 
-def simulate_profile(n: int, spread: float, rho: float, *, events: int = 200_000,
+def simulate_profile(n: int, spread: float, rho: float, *, steps: int = 200_000,
                      replicas: int = 16, seed: int = 0) -> SimulationResult:
     """The notebook's "simulate" button: a simulation at the sliders' parameters."""
     mus = geometric_rates(n, spread)
-    return simulate(rho * mus.sum(), mus, events=events, replicas=replicas, seed=seed, burn_in=events // 20)
+    return simulate(rho * mus.sum(), mus, steps=steps, replicas=replicas, seed=seed, burn_in=steps // 20)
 
 
 def _fmt(est, i=None):
@@ -159,7 +159,7 @@ def claim_rows(result: WhoWorksTheMostResult) -> list[ClaimRow]:
     mus, lam, N = r.mus, r.lam, c["n"]
     P = busy_probabilities(lam, mus)
     J = joint_probabilities(lam, mus)
-    params = f"n={N}, mu={c['spread']:g}..1 geometric, rho={c['rho']}, {r.replicas}x{r.events:.0e} steps"
+    params = f"n={N}, mu={c['spread']:g}..1 geometric, rho={c['rho']}, {r.replicas}x{r.steps:.0e} steps"
     B, T = r.busy_fraction, r.throughput
     L, M = np.arange(N - 1), np.arange(1, N)  # servers sorted fastest first: l = j, m = j + 1
     rows = [

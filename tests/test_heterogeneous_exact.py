@@ -1,0 +1,312 @@
+"""Tests for qlib.heterogeneous.exact: the product-form solution against oracles and exact
+rationals, Cabral's claims and identities, pair_margins, and input validation."""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import qlib.heterogeneous as H
+
+WORKED_LAM, WORKED_MUS = 3.0, np.array([3.0, 2.0, 1.0])
+
+
+def random_instance(rng, n):
+    mus = np.exp(rng.uniform(-2.5, 2.5, n))
+    return rng.uniform(0.02, 0.98) * mus.sum(), mus
+
+
+# ----------------------------------------------------------------------------- exact solution
+@pytest.mark.parametrize("seed", range(12))
+def test_closed_form_matches_generator_solve(seed):
+    rng = np.random.default_rng(seed)
+    n = 1 + seed % 8
+    lam, mus = random_instance(rng, n)
+    sets, ps, qd = H.generator_solve(lam, mus)
+    np.testing.assert_allclose(H.busy_probabilities(lam, mus), H.marginals_from_sets(sets, ps),
+                               rtol=0, atol=1e-10)
+    assert abs(H.wait_probability(lam, mus) - ps[-1]) < 1e-10
+    assert abs(H.mean_queue_length(lam, mus) - np.arange(qd.size) @ qd) < 1e-9
+    # the product-form oracle agrees with the generator too
+    s2, p2 = H.stationary_distribution(lam, mus)
+    np.testing.assert_allclose(p2, ps, rtol=0, atol=1e-10)
+
+
+def test_joint_probabilities_match_brute_force():
+    rng = np.random.default_rng(7)
+    lam, mus = random_instance(rng, 6)
+    sets, p = H.stationary_distribution(lam, mus)
+    J = H.joint_probabilities(lam, mus)
+    S = sets.astype(float)
+    np.testing.assert_allclose(J.both_busy, np.einsum("s,si,sj->ij", p, S, S), atol=1e-13)
+    np.testing.assert_allclose(J.busy_idle, np.einsum("s,si,sj->ij", p, S, 1 - S), atol=1e-13)
+    np.testing.assert_allclose(J.both_idle, np.einsum("s,si,sj->ij", p, 1 - S, 1 - S), atol=1e-13)
+
+
+def test_worked_example():
+    P = H.busy_probabilities(WORKED_LAM, WORKED_MUS)
+    np.testing.assert_allclose(P, [0.44286, 0.51429, 0.64286], atol=5e-6)
+    np.testing.assert_allclose(P, [31 / 70, 36 / 70, 45 / 70], rtol=1e-13)
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_work_conservation(seed):
+    rng = np.random.default_rng(100 + seed)
+    lam, mus = random_instance(rng, int(rng.integers(1, 40)))
+    assert abs(H.effective_rates(lam, mus).sum() - lam) < 1e-12 * lam * len(mus)
+
+
+def _exact_busy_fraction(lam, mus):
+    """P_j in exact rational arithmetic, straight from the product form (oracle for stability)."""
+    lam = Fraction(lam)
+    x = [lam / Fraction(m) for m in mus]
+    n = len(x)
+    rho = lam / sum(Fraction(m) for m in mus)
+
+    def esp(xs):
+        e = [Fraction(1)] + [Fraction(0)] * len(xs)
+        for v in xs:
+            for k in range(len(e) - 1, 0, -1):
+                e[k] += v * e[k - 1]
+        return e
+
+    fact = [1]
+    for i in range(1, n + 1):
+        fact.append(fact[-1] * i)
+    w = [Fraction(fact[n - k]) for k in range(n)] + [1 / (1 - rho)]
+    e = esp(x)
+    Z = sum(wk * ek for wk, ek in zip(w, e))
+    idle = []
+    for j in range(n):
+        ej = esp(x[:j] + x[j + 1:])
+        idle.append(sum(w[k] * ej[k] for k in range(n)) / Z)
+    return np.array([float(1 - i) for i in idle]), np.array([float(i) for i in idle])
+
+
+@pytest.mark.parametrize("rho", [0.05, 0.6, 0.995])
+def test_log_space_matches_exact_rationals(rho):
+    mus = np.geomspace(1000.0, 1.0, 30)  # three orders of magnitude
+    lam = rho * mus.sum()
+    busy, idle = _exact_busy_fraction(lam, mus)
+    np.testing.assert_allclose(H.busy_probabilities(lam, mus), busy, rtol=1e-11)
+    np.testing.assert_allclose(H.idle_probabilities(lam, mus), idle, rtol=1e-9)
+
+
+@pytest.mark.parametrize("rho", [0.1, 0.5, 0.9, 0.999])
+def test_500_servers_finite_and_ordered(rho):
+    rng = np.random.default_rng(5)
+    mus = 10 ** rng.uniform(0, 3, 500)  # rates spanning three orders of magnitude
+    lam = rho * mus.sum()
+    P, Q = H.busy_probabilities(lam, mus), H.idle_probabilities(lam, mus)
+    assert np.all(np.isfinite(P)) and np.all(np.isfinite(Q))
+    assert np.all((P > 0) & (P <= 1)) and np.all(Q > 0)
+    o = np.argsort(-mus)  # fastest first: busy least, idle most
+    assert np.all(np.diff(P[o]) >= 0)
+    assert np.all(np.diff(Q[o]) < 0)
+    assert np.all(np.diff((mus * P)[o]) < 0)
+    np.testing.assert_allclose(P + Q, 1, atol=1e-14)
+    assert abs(mus @ P / lam - 1) < 1e-12
+
+
+# ----------------------------------------------------------------------------- claims (property test)
+rates = st.lists(st.floats(0.05, 50.0, allow_nan=False), min_size=2, max_size=8)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(mus=rates, rho=st.floats(0.01, 0.99))
+def test_claims_and_identities(mus, rho):
+    mus = np.array(mus)
+    lam = rho * mus.sum()
+    P = H.busy_probabilities(lam, mus)
+    J = H.joint_probabilities(lam, mus)
+    assert abs(mus @ P - lam) <= 1e-12 * lam * len(mus)
+    for l in range(len(mus)):
+        for m in range(len(mus)):
+            if not mus[l] > mus[m] * (1 + 1e-9):
+                continue
+            # identities, with the joint probabilities computed independently
+            assert mus[l] * P[l] - mus[m] * P[m] == pytest.approx(
+                (mus[l] - mus[m]) * J.both_busy[l, m], abs=1e-12 * mus[l])
+            assert P[m] - P[l] == pytest.approx((1 - mus[m] / mus[l]) * J.busy_idle[m, l], abs=1e-12)
+            # the three claims, strict (both joint probabilities are positive)
+            assert J.both_busy[l, m] > 0 and J.busy_idle[m, l] > 0
+            assert P[l] < P[m] or (P[m] - P[l]) < 1e-13  # gap may sit below rounding
+            assert mus[l] * P[l] > mus[m] * P[m]
+            assert mus[m] / mus[l] * P[m] < P[l] <= P[m]
+
+
+
+
+# ----------------------------------------------------------------------------- exact rationals
+def _esp(xs):
+    e = [Fraction(1)] + [Fraction(0)] * len(xs)
+    for v in xs:
+        for k in range(len(e) - 1, 0, -1):
+            e[k] += v * e[k - 1]
+    return e
+
+
+def _exact_joint(lam, mus):
+    """P_j, P(l and m busy) and P(m busy, l idle) in exact rational arithmetic, summing the
+    product form over every busy set (n <= 8)."""
+    import itertools
+    import math
+
+    lam = Fraction(lam)
+    mu = [Fraction(float(m)) for m in mus]
+    n = len(mu)
+    rho = lam / sum(mu)
+    x = [lam / m for m in mu]
+    weight = {}
+    for k in range(n + 1):
+        for S in itertools.combinations(range(n), k):
+            w = Fraction(math.factorial(n - k))
+            for j in S:
+                w *= x[j]
+            if k == n:
+                w /= 1 - rho  # the whole queue
+            weight[frozenset(S)] = w
+    Z = sum(weight.values())
+    P = [sum(w for S, w in weight.items() if j in S) / Z for j in range(n)]
+    both = {(l, m): sum(w for S, w in weight.items() if l in S and m in S) / Z
+            for l in range(n) for m in range(n)}
+    busy_idle = {(m, l): sum(w for S, w in weight.items() if m in S and l not in S) / Z
+                 for l in range(n) for m in range(n)}
+    return P, both, busy_idle, mu
+
+
+MARGIN_CASES = [
+    (3.0, [3.0, 2.0, 1.0]),
+    (0.01 * 6.0, [3.0, 2.0, 1.0]),  # light load
+    (0.999 * 6.0, [3.0, 2.0, 1.0]),  # heavy load
+    (2.0, [1.0 + 3e-9, 1.0 + 2e-9, 1.0 + 1e-9, 1.0]),  # rates differing by 1e-9 relative
+    (0.5 * 104.0, [100.0, 1.0, 1.0 - 1e-9, 1.0, 1.0 + 1e-9]),  # one fast server among slow ones
+    (0.9 * 10.5, [5.0, 2.5, 1.5, 1.0, 0.5]),
+]
+
+
+@pytest.mark.parametrize("case", range(len(MARGIN_CASES)))
+def test_pair_margins_match_exact_rationals(case):
+    lam, mus = MARGIN_CASES[case]
+    P, both, busy_idle, mu = _exact_joint(lam, mus)
+    pm = H.pair_margins(lam, np.array(mus), pairs="all")
+    distinct = len(set(mus))
+    assert pm.pairs == sum(1 for a in mus for b in mus if a > b) and pm.pairs >= distinct - 1
+    for i, (l, m) in enumerate(zip(pm.fast, pm.slow)):
+        assert mus[l] > mus[m]
+        want = {
+            "busy_margin": P[m] - P[l],
+            "effective_rate_margin": mu[l] * P[l] - mu[m] * P[m],
+            "band_margin": P[l] - mu[m] / mu[l] * P[m],
+            "both_busy": both[l, m],
+            "busy_idle": busy_idle[m, l],
+        }
+        for name, exact in want.items():
+            assert exact > 0  # the claims hold exactly here
+            got = getattr(pm, name)[i]
+            assert abs(got - float(exact)) <= 1e-12 * float(exact), (name, l, m, got, float(exact))
+    assert pm.holds().all()
+
+
+def test_pair_margins_adjacent_pairs_in_rate_order_skip_ties():
+    mus = np.array([1.0, 4.0, 2.0, 2.0, 8.0])
+    pm = H.pair_margins(3.0, mus)  # rate order 8, 4, 2, 2, 1: servers 4, 1, 2, 3, 0
+    assert list(zip(pm.fast.tolist(), pm.slow.tolist())) == [(4, 1), (1, 2), (3, 0)]  # tie (2, 3) skipped
+    assert pm.holds().all()
+
+
+def test_pair_margins_agree_with_joint_probabilities():
+    rng = np.random.default_rng(3)
+    mus = np.exp(rng.uniform(-2, 2, 25))
+    lam = 0.8 * mus.sum()
+    pm = H.pair_margins(lam, mus, pairs="all")
+    J = H.joint_probabilities(lam, mus)
+    np.testing.assert_allclose(pm.both_busy, J.both_busy[pm.fast, pm.slow], rtol=1e-11)
+    np.testing.assert_allclose(pm.busy_idle, J.busy_idle[pm.slow, pm.fast], rtol=1e-11)
+    P = H.busy_probabilities(lam, mus)
+    l, m = pm.fast, pm.slow
+    np.testing.assert_allclose(pm.busy_margin, P[m] - P[l], rtol=1e-8, atol=1e-14)
+    np.testing.assert_allclose(pm.effective_rate_margin, mus[l] * P[l] - mus[m] * P[m], rtol=1e-8, atol=1e-13)
+    assert pm.pairs == 25 * 24 // 2 and pm.holds().all()
+
+
+@pytest.mark.parametrize("rho", [0.01, 0.5, 0.999])
+def test_pair_margins_signs_at_1000_servers_with_near_equal_rates(rho):
+    """n = 1000 rates differing by 1e-9 relative: every margin is positive (the claims hold), and
+    the joint probabilities match the equal-rate closed form P(l, m busy) = E[K(K-1)]/(n(n-1))."""
+    n = 1000
+    mus = 1.0 + 1e-9 * np.arange(n)[::-1]
+    lam = rho * mus.sum()
+    pm = H.pair_margins(lam, mus)
+    assert pm.pairs == n - 1 and pm.holds().all()
+    c = H.busy_count_distribution(rho * n, np.ones(n))  # the equal-rate law of the number busy, same rho
+    k = np.arange(n + 1)
+    both = (c * k * (k - 1)).sum() / (n * (n - 1))
+    busy_idle = (c * k * (n - k)).sum() / (n * (n - 1))
+    np.testing.assert_allclose(pm.both_busy, both, rtol=1e-5)
+    np.testing.assert_allclose(pm.busy_idle, busy_idle, rtol=1e-5)
+    # each margin is (1e-9 relative rate gap) x (that joint probability)
+    rel = (mus[pm.fast] - mus[pm.slow]) / mus[pm.fast]
+    np.testing.assert_allclose(pm.busy_margin / rel, busy_idle, rtol=1e-5)
+    np.testing.assert_allclose(pm.band_margin / rel, both, rtol=1e-5)
+
+
+def test_pair_margins_one_fast_server_among_slow_ones():
+    mus = np.array([50.0] + [1.0] * 199 + [1.0 - 1e-12])
+    pm = H.pair_margins(0.9 * mus.sum(), mus)
+    assert list(zip(pm.fast.tolist(), pm.slow.tolist())) == [(0, 1), (199, 200)]
+    assert pm.holds().all()
+
+
+# ----------------------------------------------------------------------------- validation
+EXACT_FUNCTIONS = [
+    H.busy_probabilities, H.idle_probabilities, H.effective_rates, H.busy_count_distribution,
+    H.wait_probability, H.mean_queue_length, H.mean_number_in_system, H.joint_probabilities,
+    H.pair_margins, H.stationary_distribution, H.generator_solve, H.fastest_busy_probabilities,
+    H.step_probabilities,
+]
+BAD_MUS = [[True, True], ["1", "2"], [1.0, True], np.array([True, False]), "12", 3.0, [[1.0, 2.0]], [],
+           [1.0, float("nan")], [1.0, -1.0], [1.0, 0.0], [1.0, float("inf")], [1.0 + 1j, 2.0], None]
+
+
+@pytest.mark.parametrize("fn", EXACT_FUNCTIONS, ids=lambda f: f.__name__)
+def test_every_function_rejects_non_real_rates(fn):
+    for mus in BAD_MUS:
+        with pytest.raises(ValueError, match="mus"):
+            fn(1.0, mus)
+    for lam in (True, "1", None, float("nan"), 0.0, -1.0, 3.0, 4.0):
+        with pytest.raises(ValueError, match="lam"):
+            fn(lam, [1.0, 2.0])
+    fn(1.0, [1, 2])  # integers are real numbers
+    fn(np.float32(1.0), np.array([1, 2], dtype=np.int64))
+
+
+def test_huge_solves_rejected_before_allocating():
+    with pytest.raises(ValueError, match="mus.*GiB"):
+        H.busy_probabilities(1.0, np.ones(10**6))
+    with pytest.raises(ValueError, match="pairs"):
+        H.pair_margins(1.0, [1.0, 2.0], pairs="some")
+    with pytest.raises(ValueError, match="queue_cap"):
+        H.generator_solve(1.0, [1.0, 2.0], queue_cap=-1)
+    with pytest.raises(ValueError, match="queue_cap.*GiB"):
+        H.generator_solve(1.0, [1.0, 2.0], queue_cap=10**15)
+
+
+def test_marginals_from_sets_validates():
+    sets, p = H.stationary_distribution(3.0, [3.0, 2.0, 1.0])
+    np.testing.assert_allclose(H.marginals_from_sets(sets, p), H.busy_probabilities(3.0, [3.0, 2.0, 1.0]))
+    with pytest.raises(ValueError, match="sets"):
+        H.marginals_from_sets(sets.astype(int), p)
+    with pytest.raises(ValueError, match="probs"):
+        H.marginals_from_sets(sets, p[:-1])
+
+
+def test_oracle_limits():
+    with pytest.raises(ValueError, match="mus"):
+        H.stationary_distribution(1.0, np.ones(13))
+    with pytest.raises(ValueError, match="policy"):
+        H.generator_solve(1.0, [1.0, 2.0], policy="longest_idle")
