@@ -1,10 +1,15 @@
-"""Per-replica random streams kept in the loop carry.
+"""Per-replica counter-based random streams (SplitMix64).
 
 Each replica owns one 64-bit SplitMix64 state (Steele, Lea & Flood 2014; passes BigCrush).
-Its starting point is a hash of (seed, replica index), so replica r draws the same numbers
-whether it runs alone, in a batch of a million, or on another device: results never depend
-on how replicas are batched or sharded. Drawing inside the step instead of from
-``jax.random`` blocks keeps the carry tiny and the loop fused (see benchmarks/README.md).
+Its starting point s_0 is a hash of (seed, replica index), so replica r draws the same numbers
+whether it runs alone, in a batch of a million, or on another device: results never depend on
+how replicas are batched or sharded.
+
+The generator is counter-based: after t draws the state is s_t = s_0 + t * GOLDEN (mod 2^64)
+and the t-th word is mix64(s_t). So the words of a whole block of steps can be computed at
+once, vectorised over the steps (:func:`block_words`), and a stream can be continued exactly
+from a saved state. Drawing inside the step instead of from ``jax.random`` keeps the loop
+carry to one uint64 per replica (see benchmarks/README.md).
 
 All functions here must be traced under ``jax.enable_x64(True)``.
 """
@@ -36,9 +41,24 @@ def replica_states(seed: int, replicas, stream: int = 0):
 
 
 def next_u64(state):
-    """(new_state, 64 random bits)."""
+    """(new_state, 64 random bits): one draw."""
     state = state + jnp.uint64(GOLDEN)
     return state, mix64(state)
+
+
+def advance(state, k):
+    """The state after ``k`` more draws (k an integer or integer array, broadcast)."""
+    return state + jnp.asarray(k).astype(jnp.uint64) * jnp.uint64(GOLDEN)
+
+
+def block_words(state, steps: int):
+    """The next ``steps`` words of every stream at once: shape (steps,) + state.shape.
+
+    Row k is the word of draw k + 1 from ``state``, i.e. what the (k+1)-th :func:`next_u64`
+    would return; the state after the block is :func:`advance` (state, steps).
+    """
+    k = jnp.arange(1, steps + 1, dtype=jnp.uint64).reshape((steps,) + (1,) * jnp.ndim(state))
+    return mix64(state[None] + k * jnp.uint64(GOLDEN))
 
 
 def split_u32(word):

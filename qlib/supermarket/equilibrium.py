@@ -25,7 +25,7 @@ import numpy as np
 from qlib import _validate as V
 from qlib import stats
 from qlib.cache import cached
-from qlib.supermarket.engine import SupermarketResult, check_parameters, simulate
+from qlib.supermarket.simulation import SupermarketResult, check_parameters, simulate
 from qlib.supermarket.refined import refined_mean_field
 from qlib.supermarket.refined import relaxation_time as _relaxation_time
 from qlib.supermarket.theory import (asymptotic_profile, boundary_distance, fluid_fixed_point,

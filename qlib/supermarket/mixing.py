@@ -24,7 +24,7 @@ import numpy as np
 
 from qlib import _validate as V
 from qlib import cache
-from qlib.supermarket import engine as E
+from qlib.supermarket import simulation as E
 from qlib.supermarket.coupling import coupled_paths, meeting_times, tv_distance
 from qlib.supermarket.theory import fluid_fixed_point, fluid_trajectory, predicted_max_length
 
@@ -167,7 +167,7 @@ def drain_times(n: int, d: int, lam: float, *, replicas: int, seed: int, margin:
     k = int(predicted_max_length(d, lam))
     thr = _drain_threshold(d, lam, k, margin)
     every = max(1, int(3 * fluid_drain_time(d, lam, margin=margin) * steps_per_time(n, lam) / frames))
-    from qlib.supermarket.engine import simulate
+    from qlib.supermarket.simulation import simulate
 
     r = simulate(n, d, lam, steps=every * frames, replicas=replicas, seed=seed,
                  initial=E.counts_all_at(n, k + 1), record_every=every, levels=k + 4)
@@ -192,7 +192,7 @@ def tv_curve(n: int, d: int, lam: float, starts: dict[str, Any], *, steps: int, 
     mean ``l1_<label>`` between each start's chain and the first start's, and the labels.
     """
     from qlib.supermarket.coupling import l1_distance, tv_noise_floor
-    from qlib.supermarket.engine import simulate
+    from qlib.supermarket.simulation import simulate
 
     k = int(predicted_max_length(d, lam)) if level is None else V.integer("level", level, low=1)
     every = max(1, steps // frames)
@@ -219,7 +219,7 @@ def good_set_fraction(n: int, d: int, lam: float, *, eps: Sequence[float], windo
     of ``window_steps`` steps, sampling u every ``record_every`` steps. Returns ``frac`` of shape
     (len(eps), replicas, windows) and ``eps``, ``window_steps``.
     """
-    from qlib.supermarket.engine import simulate
+    from qlib.supermarket.simulation import simulate
 
     n, d, lam, _ = E.check_parameters(n, d, lam)
     windows = V.integer("windows", windows, low=1)
@@ -272,7 +272,7 @@ def good_start_meetings(n: int, d: int, lam: float, *, replicas: int, seed: int,
     sample (the end of a run from the fluid point after a burn-in of 2 (1+lam) n ln n/(1-lam)
     steps, several times the bottom/top meeting time measured here). The starts are not
     ordered, so meeting is detected by equality (``ordered=False``)."""
-    from qlib.supermarket.engine import initial_counts, simulate
+    from qlib.supermarket.simulation import initial_counts, simulate
 
     burn = int(2 * steps_per_time(n, lam) * math.log(n) / (1 - lam))
     y = simulate(n, d, lam, steps=1, replicas=replicas, seed=seed + 10**6, burn_in=burn, initial="fluid").counts
