@@ -1,5 +1,7 @@
-"""The supermarket engine against exact oracles: small-n exact solve, M/M/1, identities,
-the fluid fixed point, and a direct queue-vector simulation.
+"""simulate and simulate_many against exact oracles: small-n exact solve, M/M/1 at d = 1,
+E[u_1] = lam n, the second identity E[u_2] = lam n E[(u_1/n)^d], the fluid fixed point at
+large n; and their bookkeeping (seeds, batches, level growth, trajectories, initial states,
+continuation, many points as one kernel), checked exactly.
 
 Tolerances are multiples of the run's own standard error (over replicas), at fixed seeds, so
 each test can fail and none flakes: with 5 SE and >= 24 replicas a correct engine fails a
@@ -13,10 +15,9 @@ import pytest
 
 import qlib.supermarket as sm
 from qlib import stats
-from qlib.supermarket import engine
+from qlib.supermarket import chain
 
 Z = 5.0
-
 
 def assert_within(est: stats.Estimate, exact, *, z=Z, floor=1e-5, what=""):
     # floor: a level of probability < 1e-5 is rarely visited in ~1e6 replica-steps, so its
@@ -90,34 +91,6 @@ def test_large_n_stays_at_fluid_fixed_point():
     assert np.all(dev < Z * est.stderr + 20 / n), (est.mean, fp)
     assert np.all(np.abs(r.counts / n - fp) < 1e-2)
 
-
-def test_fluid_trajectory_converges_to_fixed_point():
-    for rep, kw in ((True, {}), (False, {"n": 500})):
-        s0 = np.array([1.0, 0, 0, 0, 0, 0])
-        tr = sm.fluid_trajectory(5, 0.9, [0, 1, 300], s0, replacement=rep, **kw)
-        fp = sm.fluid_fixed_point(5, 0.9, 5, replacement=rep, **kw)
-        np.testing.assert_allclose(tr[-1], fp, atol=1e-7)
-        assert np.abs(tr[1] - fp).max() > 1e-2  # it started away from the fixed point
-
-
-def test_fluid_fixed_point_closed_form():
-    d, lam = 7, 0.93
-    s = sm.fluid_fixed_point(d, lam, 5)
-    i = np.arange(6)
-    np.testing.assert_allclose(s, lam ** ((float(d) ** i - 1) / (d - 1)), rtol=1e-12)
-    np.testing.assert_allclose(sm.fluid_drift(s[1:], d, lam), 0, atol=1e-14)
-
-
-@pytest.mark.parametrize("replacement", [True, False])
-def test_count_chain_matches_direct_queue_simulation(replacement):
-    n, d, lam = 5, 2, 0.8
-    direct = np.array([sm.direct_simulation(n, d, lam, steps=15_000, seed=s, burn_in=1_000,
-                                            replacement=replacement, levels=6) for s in range(12)])
-    chain = sm.simulate(n, d, lam, steps=60_000, replicas=32, seed=1, burn_in=1_000,
-                        replacement=replacement, levels=10).tail_fraction[:, :7]
-    a, b = stats.replica_mean(direct), stats.replica_mean(chain)
-    diff_se = np.sqrt(a.stderr**2 + b.stderr**2)
-    assert np.all(np.abs(a.mean - b.mean) <= Z * diff_se + 1e-12), (a.mean, b.mean, diff_se)
 
 
 def test_same_seed_same_numbers_and_seed_matters():
@@ -194,22 +167,6 @@ def test_huge_n_runs_and_keeps_exact_counts():
     assert np.all(np.abs(r.tail_fraction - fp) < 3e-4)
 
 
-def test_predicted_max_length_exact_on_integer_ratio():
-    assert sm.predicted_max_length(10, 0.99) == 2
-    assert sm.predicted_max_length(10, 0.999) == 3
-    assert sm.predicted_max_length(10, 0.95) == 2
-    assert sm.predicted_max_length(100, 0.999) == 2
-    assert sm.predicted_max_length(2, 0.75) == 2
-    assert sm.predicted_max_length(2, 0.76) == 3
-    assert sm.predicted_max_length(1, 0.5) == math.inf
-    assert sm.boundary_distance(10, 0.99) < 1e-12
-
-
-def test_asymptotic_profile_sums_sensibly():
-    p = sm.asymptotic_profile(100, 0.999)
-    np.testing.assert_allclose(p[:3], [1e-3, 0.1, 0.9], rtol=1e-9)
-
-
 BAD = [
     (dict(lam=0.0), "lam"), (dict(lam=1.0), "lam"), (dict(lam=1.5), "lam"), (dict(lam=-0.1), "lam"),
     (dict(lam=float("nan")), "lam"), (dict(lam=float("inf")), "lam"),
@@ -228,17 +185,9 @@ def test_bad_input_raises_before_compile(bad, name, monkeypatch):
     def no_compile(*a, **k):
         raise AssertionError("reached the jitted kernel")
 
-    monkeypatch.setattr(engine, "_run_chunk", no_compile)
+    monkeypatch.setattr(chain, "_advance_fn", no_compile)
     kw = dict(n=10, d=2, lam=0.5, steps=100) | bad
     with pytest.raises(ValueError, match=rf"\b{name}\b"):
         sm.simulate(kw.pop("n"), kw.pop("d"), kw.pop("lam"), **kw)
 
 
-@pytest.mark.parametrize("call", [
-    lambda: sm.fluid_fixed_point(0, 0.5, 3), lambda: sm.fluid_fixed_point(2, 1.0, 3),
-    lambda: sm.predicted_max_length(2, float("nan")), lambda: sm.exact_tail_fraction(0, 2, 0.5, 3),
-    lambda: sm.fluid_trajectory(2, 0.5, [0, 1], [0.5, 0.2]), lambda: sm.fluid_fixed_point(2, 0.5, 3, replacement=False),
-])
-def test_theory_functions_reject_bad_input(call):
-    with pytest.raises(ValueError):
-        call()
