@@ -191,3 +191,84 @@ def test_bad_input_raises_before_compile(bad, name, monkeypatch):
         sm.simulate(kw.pop("n"), kw.pop("d"), kw.pop("lam"), **kw)
 
 
+
+
+# --------------------------------------------------------------------------- many points, continuation
+
+RESULT_FIELDS = ("tail_fraction", "max_length", "max_length_distribution", "counts", "batch_tail_fraction",
+                 "state", "trajectory")
+
+
+def _same_result(a, b, what=""):
+    for f in RESULT_FIELDS:
+        x, y = getattr(a, f), getattr(b, f)
+        if x is None or y is None:
+            assert x is None and y is None, (what, f)
+            continue
+        assert x.dtype == y.dtype, (what, f)
+        np.testing.assert_array_equal(x, y, err_msg=f"{what}: {f}")
+    for f in ("n", "d", "lam", "steps", "burn_in", "seed", "replacement", "record_every", "levels"):
+        assert getattr(a, f) == getattr(b, f), (what, f)
+
+
+@pytest.mark.parametrize("replacement", [True, False])
+def test_simulate_many_is_a_loop_of_simulate_calls(replacement):
+    # different n, d, lam, run lengths and burn-ins; one point needs more levels than the others
+    points = [(40, 3, 0.9), (25, 2, 0.8), (1000, 10, 0.95), (12, 4, 0.97)]
+    steps, burn, seeds = [3000, 800, 2000, 5000], [100, 0, 500, 0], [4, 5, 6, 7]
+    inits = ["fluid", "empty", {"counts": [1000, 900, 400]}, "empty"]
+    kw = dict(replicas=3, batches=2, record_every=100, replacement=replacement)
+    many = sm.simulate_many(points, steps=steps, burn_in=burn, seeds=seeds, initial=inits, **kw)
+    assert len({r.levels for r in many}) > 1  # each point keeps its own level cap
+    for j, p in enumerate(points):
+        single = sm.simulate(*p, steps=steps[j], burn_in=burn[j], seed=seeds[j], initial=inits[j], **kw)
+        _same_result(many[j], single, f"point {j}")
+    # defaults: seeds 0, 1, ...; one initial state and one step count for all points
+    many = sm.simulate_many(points[:2], steps=500, replicas=2, replacement=replacement)
+    for j, p in enumerate(points[:2]):
+        _same_result(many[j], sm.simulate(*p, steps=500, replicas=2, seed=j, replacement=replacement))
+
+
+def test_simulate_many_validates_before_compile(monkeypatch):
+    def no_compile(*a, **k):
+        raise AssertionError("reached the jitted kernel")
+
+    monkeypatch.setattr(chain, "_advance_fn", no_compile)
+    ok = [(10, 2, 0.5), (20, 3, 0.7)]
+    for kw, name in [(dict(points=[]), "points"), (dict(points=[(10, 2)]), r"points\[0\]"),
+                     (dict(points=[(10, 2, 1.5)]), r"points\[0\].*lam"), (dict(steps=[10]), "steps"),
+                     (dict(steps=[10, 0]), r"steps\[1\]"), (dict(seeds=[1]), "seeds"),
+                     (dict(burn_in=[0, -1]), r"burn_in\[1\]"), (dict(initial=["empty", "full"]), "initial"),
+                     (dict(replicas=0), "replicas"), (dict(batches=20), "batches")]:
+        args = dict(points=ok, steps=10) | kw
+        with pytest.raises(ValueError, match=name):
+            sm.simulate_many(args.pop("points"), **args)
+
+
+def test_continuing_a_run_is_exact():
+    kw = dict(replicas=4, batches=3)
+    a = sm.simulate(40, 3, 0.95, steps=3000, seed=2, levels=5, **kw)
+    b = sm.simulate(40, 3, 0.95, steps=3000, initial=a, **kw)
+    whole = sm.simulate(40, 3, 0.95, steps=6000, seed=2, batches=6, replicas=4)
+    L = max(a.levels, b.levels, whole.levels) + 1
+    pad = lambda x: np.pad(x, [(0, 0)] * (x.ndim - 1) + [(0, L - x.shape[-1])])  # noqa: E731
+    # the same chains: final counts and random states as one run of 2T steps
+    np.testing.assert_array_equal(pad(b.counts), pad(whole.counts))
+    np.testing.assert_array_equal(b.state, whole.state)
+    assert b.seed == 2
+    # time averages combine into the whole (weights: the steps of each part)
+    np.testing.assert_allclose((pad(a.tail_fraction) + pad(b.tail_fraction)) / 2, pad(whole.tail_fraction),
+                               rtol=1e-13, atol=1e-15)
+    np.testing.assert_allclose((pad(a.max_length_distribution) + pad(b.max_length_distribution)) / 2,
+                               pad(whole.max_length_distribution), rtol=1e-13, atol=1e-15)
+    np.testing.assert_allclose(np.concatenate([pad(a.batch_tail_fraction), pad(b.batch_tail_fraction)], axis=1),
+                               pad(whole.batch_tail_fraction), rtol=1e-13, atol=1e-15)
+    np.testing.assert_array_equal(np.maximum(a.max_length, b.max_length), whole.max_length)
+    # and a continued grid point is its own continued call
+    many = sm.simulate_many([(40, 3, 0.95), (30, 2, 0.8)], steps=3000, initial=[a, "empty"], seeds=[2, 9], **kw)
+    _same_result(many[0], b, "continued point")
+    for bad, name in [(dict(n=41), "n"), (dict(d=2), "d"), (dict(lam=0.9), "lam"), (dict(replicas=3), "replicas"),
+                      (dict(replacement=False), "replacement"), (dict(seed=3), "seed")]:
+        args = dict(n=40, d=3, lam=0.95, steps=10, replicas=4) | bad
+        with pytest.raises(ValueError, match=rf"\b{name}\b"):
+            sm.simulate(args.pop("n"), args.pop("d"), args.pop("lam"), initial=a, **args)
