@@ -74,7 +74,7 @@ def compile_qlib(R: int, *, n: int = N, d: int = D, lam: float = LAM, levels: in
 
 def time_numba(R: int, steps: int, *, n: int = N, d: int = D, lam: float = LAM, levels: int,
                threads: int = 2) -> float:
-    from _sm_reference import numba_chain
+    from numba_supermarket import numba_chain
 
     t0 = time.perf_counter()
     numba_chain(n, d, lam, steps=steps, replicas=R, seed=1, levels=levels, threads=threads)
@@ -82,7 +82,7 @@ def time_numba(R: int, steps: int, *, n: int = N, d: int = D, lam: float = LAM, 
 
 
 def time_python(R: int, steps: int, *, levels: int) -> float:
-    from _sm_reference import python_chain
+    from numba_supermarket import python_chain
 
     t0 = time.perf_counter()
     python_chain(N, D, LAM, steps=steps, replicas=R, seed=1, levels=levels)
@@ -92,7 +92,7 @@ def time_python(R: int, steps: int, *, levels: int) -> float:
 def check_identical(levels: int) -> dict:
     """numba and plain Python reproduce qlib's arrays exactly (same streams, same rules)."""
     import qlib.supermarket as sm
-    from _sm_reference import numba_chain, python_chain
+    from numba_supermarket import numba_chain, python_chain
 
     r = sm.simulate(N, D, LAM, steps=5000, replicas=3, seed=7, levels=levels)
     a = numba_chain(N, D, LAM, steps=5000, replicas=3, seed=7, levels=levels, threads=2)

@@ -33,9 +33,9 @@ def _mesh(devices: tuple) -> Mesh:
     return Mesh(np.array(devices), (AXIS,))
 
 
-def mesh() -> Mesh:
-    """The 1-D mesh over all devices, axis ``"replicas"``."""
-    return _mesh(tuple(jax.devices()))
+def mesh(devices: tuple | None = None) -> Mesh:
+    """The 1-D mesh over ``devices`` (default: all devices), axis ``"replicas"``."""
+    return _mesh(tuple(jax.devices()) if devices is None else tuple(devices))
 
 
 def lane_spec(ndim: int) -> P:
@@ -43,11 +43,11 @@ def lane_spec(ndim: int) -> P:
     return P(*([None] * (ndim - 1) + [AXIS])) if ndim >= 1 else P()
 
 
-def replica_sharding(ndim: int, axis: int = -1) -> NamedSharding:
-    """A sharding that splits dimension ``axis`` of an ``ndim``-array over all devices."""
+def replica_sharding(ndim: int, axis: int = -1, devices: tuple | None = None) -> NamedSharding:
+    """A sharding that splits dimension ``axis`` of an ``ndim``-array over ``devices`` (default all)."""
     spec = [None] * ndim
     spec[axis] = AXIS
-    return NamedSharding(mesh(), P(*spec))
+    return NamedSharding(mesh(devices), P(*spec))
 
 
 def put(x, axis: int = -1):
@@ -55,13 +55,13 @@ def put(x, axis: int = -1):
     return jax.device_put(x, replica_sharding(np.ndim(x), axis))
 
 
-def interleave(lanes: int) -> np.ndarray:
-    """Physical position of each logical lane when ``lanes`` (a multiple of the device count)
-    are dealt to the devices in turn: lane j goes to device j % D, slot j // D.
+def interleave(lanes: int, devices: int | None = None) -> np.ndarray:
+    """Physical position of each logical lane when ``lanes`` (a multiple of the device count D)
+    are dealt to the D devices in turn: lane j goes to device j % D, slot j // D.
 
     Lanes sorted by run length then give every device a share of each length, and each
     device's shard is itself sorted (so its finished lanes form a suffix)."""
-    D = device_count()
+    D = device_count() if devices is None else devices
     if lanes % D:
         raise ValueError(f"lanes must be a multiple of the device count {D}; got {lanes}")
     j = np.arange(lanes)

@@ -137,7 +137,7 @@ def test_sequential_loop_compiles_to_one_kernel():
     drv = K.ChainDriver(u0, rng0, params, replacement=True, levels=6, progress=False, total=1, desc="t")
     G = drv.per_device
     g = K.group_width(G, 6, 1, "sums", True)
-    fn = K._advance_fn(tuple(jax.devices()), (2, 2), True, "sums", K.block_length(G, True), g, 0, False)
+    fn = K._advance_fn(drv.devices, (2, 2), True, "sums", K.block_length(g, True), g, 0, False)
     with jax.enable_x64(True):
         obs = (jnp.zeros((7, drv.width), jnp.int64), jnp.zeros((7, drv.width), jnp.int32))
         hlo = fn.lower(drv.state, obs, drv.params, drv.active, jnp.int64(0), jnp.int64(100)).compile().as_text()
