@@ -17,6 +17,7 @@ All functions here must be traced under ``jax.enable_x64(True)``.
 from __future__ import annotations
 
 import jax.numpy as jnp
+import numpy as np
 
 GOLDEN = 0x9E3779B97F4A7C15
 _M1 = 0xBF58476D1CE4E5B9
@@ -38,6 +39,21 @@ def replica_states(seed: int, replicas, stream: int = 0):
     s = mix64(jnp.uint64(seed & 0xFFFFFFFFFFFFFFFF) * jnp.uint64(GOLDEN) + jnp.uint64(stream))
     r = jnp.asarray(replicas, dtype=jnp.uint64)
     return mix64(mix64(s ^ mix64(r + jnp.uint64(1))) + jnp.uint64(GOLDEN))
+
+
+def _mix64_np(z: np.ndarray) -> np.ndarray:
+    z = (z ^ (z >> np.uint64(30))) * np.uint64(_M1)
+    z = (z ^ (z >> np.uint64(27))) * np.uint64(_M2)
+    return z ^ (z >> np.uint64(31))
+
+
+def replica_states_np(seed: int, replicas, stream: int = 0) -> np.ndarray:
+    """:func:`replica_states` computed with NumPy on the host (the same uint64 arithmetic, so the
+    same bits), without a JAX dispatch: (replicas.shape) uint64."""
+    with np.errstate(over="ignore"):
+        s = _mix64_np(np.array([seed & 0xFFFFFFFFFFFFFFFF], np.uint64) * np.uint64(GOLDEN) + np.uint64(stream))
+        r = np.asarray(replicas).astype(np.uint64)
+        return _mix64_np(_mix64_np(s ^ _mix64_np(r + np.uint64(1))) + np.uint64(GOLDEN))
 
 
 def next_u64(state):

@@ -71,8 +71,7 @@ def _check_ordered(lower: np.ndarray, upper: np.ndarray, what: str) -> None:
 
 
 def _replica_states(seed: int, replicas: int) -> np.ndarray:
-    with jax.enable_x64(True):
-        return np.asarray(_rng.replica_states(seed, jnp.arange(replicas))).astype(np.uint64)
+    return _rng.replica_states_np(seed, np.arange(replicas))
 
 
 def _bool(name: str, value: Any) -> bool:

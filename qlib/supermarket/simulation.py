@@ -247,9 +247,7 @@ def _resolve_initial(where: str, n, d, lam, initial, replacement, replicas, seed
     if u0.ndim == 2 and u0.shape[0] != replicas:
         raise ValueError(f"initial counts with one row per replica must have {replicas} rows; got {u0.shape[0]}")
     u0 = np.broadcast_to(u0 if u0.ndim == 2 else u0[None], (replicas, u0.shape[-1])).astype(np.int64)
-    with jax.enable_x64(True):
-        rng0 = np.asarray(_rng.replica_states(seed, jnp.arange(replicas))).astype(np.uint64)
-    return u0, rng0, seed
+    return u0, _rng.replica_states_np(seed, np.arange(replicas)), seed
 
 
 def _per_point(name: str, value: Any, P: int, check) -> list:
