@@ -357,7 +357,7 @@ def print_table(sm: dict, het: list[dict] | None) -> None:
     for r in sm["peers"]:
         print(f"{'supermarket':14} {'qlib, R=' + str(r['R']):52} {r['qlib']:12.4g} {r['vs_numba']:8.2f} "
               f"{r['vs_python']:9.0f}x  (vs plain Python)")
-        print(f"{'':14} {'numba prange 2 threads, R=' + str(r['R']):52} {r['numba']:12.4g} {1.0:8.2f}")
+        print(f"{'':14} {'numba, ' + str(r.get('numba_threads', 2)) + ' thread(s), R=' + str(r['R']):52} {r['numba']:12.4g} {1.0:8.2f}")
         print(f"{'':14} {'plain Python, R=' + str(r['R']):52} {r['python']:12.4g} {r['python'] / r['numba']:8.4f}")
     for r in het or []:
         print(f"{'heterogeneous':14} {str(r.get('name', '?'))[:52]:52} {r.get('events_per_s', float('nan')):12.4g} "
