@@ -8,7 +8,6 @@ each test can fail and none flakes: with 5 SE and >= 24 replicas a correct engin
 given comparison with probability < 1e-4, and the seeds are fixed.
 """
 
-import math
 
 import numpy as np
 import pytest

@@ -445,6 +445,17 @@ class ChainDriver:
         """Physical last axis -> logical lanes (padding dropped)."""
         return a[..., self.pos[:self.lanes]]
 
+    def meeting_state(self, D0: np.ndarray, T0: np.ndarray) -> tuple:
+        """The (D, T) observer of meeting times on the devices, from per-logical-lane int arrays
+        (padding lanes: D = 0 and T = 0, i.e. met and inactive)."""
+        out = []
+        for a in (D0, T0):
+            full = np.zeros(self.width, np.int64)
+            full[self.pos[: self.lanes]] = a
+            with jax.enable_x64(True):
+                out.append(self._put(full))
+        return tuple(out)
+
     def _grow(self) -> None:
         L = grown(self.levels)
         with jax.enable_x64(True):
@@ -533,6 +544,7 @@ class ChainDriver:
                 self.seen |= np.asarray(obs_out[0])
             else:
                 meet = obs_out
+                self.bar.set_postfix(met=f"{int(np.sum(self.lanes_of(np.asarray(meet[1])) >= 0))}/{self.lanes}")
             if frames:
                 take = min(nf, frames - len(out["frames"]))
                 out["frames"].extend(np.asarray(us[:take]))

@@ -32,8 +32,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Sequence
 
-import jax
-import jax.numpy as jnp
 import numpy as np
 
 from qlib import _rng
@@ -213,8 +211,7 @@ def _run_meeting(pts: list[_MeetPoint], R: int, replacement: bool, ordered: bool
     drv = K.ChainDriver(u0.astype(np.uint32), rng0, params, replacement=replacement,
                         levels=max(p.levels for p in pts), progress=progress, total=end, desc="meeting times")
     try:
-        with jax.enable_x64(True):
-            meet = (drv._put(_physical(drv, D0.astype(np.int64))), drv._put(_physical(drv, T0, fill=0)))
+        meet = drv.meeting_state(D0.astype(np.int64), T0)
         t = 0
         for cut in sorted(set(stop.tolist())):
             active = (stop > t) & (drv.lanes_of(np.asarray(meet[1])) < 0)
@@ -229,13 +226,6 @@ def _run_meeting(pts: list[_MeetPoint], R: int, replacement: bool, ordered: bool
         drv.close()
     T[T < 0] = np.inf
     return [T[lane0[j]: lane0[j] + R].copy() for j in range(P)]
-
-
-def _physical(drv: K.ChainDriver, a: np.ndarray, fill: int = 0) -> np.ndarray:
-    """Logical lanes -> the driver's physical layout (padding lanes ``fill``)."""
-    out = np.full(drv.width, fill, dtype=a.dtype)
-    out[drv.pos[: drv.lanes]] = a
-    return out
 
 
 # --------------------------------------------------------------------------- coupled paths

@@ -22,8 +22,6 @@ import math
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
-import jax
-import jax.numpy as jnp
 import numpy as np
 
 from qlib import _rng
