@@ -8,21 +8,23 @@ the mixing time is O(k d^(k-1) n log n) steps, with a lower bound Omega(n (lam d
 Public API:
 
 - :func:`simulate` — exact count-chain simulation of many replicas at once (JAX);
+  :func:`simulate_many` — many parameter points in one kernel, each as its own call;
 - :func:`fluid_fixed_point`, :func:`fluid_trajectory`, :func:`predicted_max_length`,
   :func:`asymptotic_profile` — the theory;
 - :func:`exact_tail_fraction` — exact stationary law for small n, the test oracle;
 - :func:`direct_simulation` — a plain queue-vector simulation, the reference for tests.
 """
 
-from qlib.supermarket.engine import (
+from qlib.supermarket.simulation import (
     SupermarketResult,
     counts_all_at,
     counts_from_lengths,
     initial_counts,
     simulate,
+    simulate_many,
 )
 from qlib.supermarket.exact import exact_stationary, exact_tail_fraction
-from qlib.supermarket.reference import direct_simulation
+from qlib.supermarket.direct import direct_simulation
 from qlib.supermarket.theory import (
     all_sampled_at_least,
     asymptotic_profile,
@@ -34,7 +36,7 @@ from qlib.supermarket.theory import (
 )
 
 __all__ = [
-    "SupermarketResult", "simulate", "initial_counts", "counts_from_lengths", "counts_all_at",
+    "SupermarketResult", "simulate", "simulate_many", "initial_counts", "counts_from_lengths", "counts_all_at",
     "exact_stationary", "exact_tail_fraction", "direct_simulation",
     "all_sampled_at_least", "asymptotic_profile", "boundary_distance", "fluid_drift",
     "fluid_fixed_point", "fluid_trajectory", "predicted_max_length",
@@ -42,10 +44,10 @@ __all__ = [
 
 # Mixing time by monotone coupling (notebook 02).
 from qlib.supermarket.coupling import (  # noqa: E402
-    coupled_paths, exact_coupling, l1_distance, meeting_times, tv_distance, tv_noise_floor,
+    coupled_paths, exact_coupling, l1_distance, meeting_times, meeting_times_many, tv_distance, tv_noise_floor,
 )
 
-__all__ += ["meeting_times", "coupled_paths", "exact_coupling", "l1_distance", "tv_distance", "tv_noise_floor"]
+__all__ += ["meeting_times", "meeting_times_many", "coupled_paths", "exact_coupling", "l1_distance", "tv_distance", "tv_noise_floor"]
 
 # Equilibrium, maximum queue length, refined mean field (notebook 01).
 from qlib.supermarket.refined import RefinedMeanField, refined_mean_field  # noqa: E402

@@ -1,12 +1,12 @@
 """Mixing time of the supermarket model by the monotone coupling of its count chain.
 
-Model: the count chain u_i = #queues with length >= i of :mod:`qlib.supermarket.engine`
+Model: the count chain u_i = #queues with length >= i of :mod:`qlib.supermarket.chain`
 (n queues, Exp(1) service, arrivals at rate lam n joining the shortest of d sampled queues),
 uniformised at rate n(1 + lam): one unit of model time is (1 + lam) n steps.
 
-Coupling (MODELS.md): feed several copies of the chain the SAME draws (arrival or not, and
-the low 32 bits that are the arrival uniform U or the departure rank r). The level an event
-touches is non-decreasing in u, so u <= u' componentwise before a step implies it after.
+Coupling (docs/models.md, "monotone coupling"): feed several copies of the chain the SAME
+random words (arrival or not, and the arrival uniform U or the departure rank r). The level an
+event touches is non-decreasing in u, so u <= u' componentwise before a step implies it after.
 Hence a chain from any start between a bottom (all queues empty) and a top (all queues at
 ``top_length``) stays sandwiched, and once bottom and top coincide every start in between has
 coalesced with them. With T_meet the meeting time of bottom and top,
@@ -21,7 +21,8 @@ increases: arrivals add one customer to both, and a departure removes one from t
 exactly when its rank r lands on a queue that is busy in the top and idle in the bottom
 (u_1 <= r < u'_1). The chains meet when D = 0, which is how the meeting is detected (for free).
 
-Public API: :func:`meeting_times`, :func:`coupled_paths` (trajectories of several coupled
+Public API: :func:`meeting_times` (and :func:`meeting_times_many` over many parameter points,
+each bit-identical to its own call), :func:`coupled_paths` (trajectories of several coupled
 starts), :func:`l1_distance`, :func:`tv_distance`, :func:`tv_noise_floor`, and the small-n
 oracle :func:`exact_coupling` (exact meeting-time law and marginal laws on the pair chain).
 """
@@ -29,37 +30,33 @@ oracle :func:`exact_coupling` (exact meeting-time law and marginal laws on the p
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import partial
 from typing import Any, Sequence
 
-import jax
-import jax.numpy as jnp
 import numpy as np
 
 from qlib import _rng
 from qlib import _validate as V
-from qlib.supermarket import engine as E
+from qlib.supermarket import chain as K
+from qlib.supermarket.simulation import check_parameters, counts_all_at, initial_counts
 from qlib.supermarket.theory import all_sampled_at_least
 
-__all__ = ["meeting_times", "coupled_paths", "CoupledPaths", "l1_distance", "tv_distance",
-           "tv_noise_floor", "exact_coupling", "ExactCoupling"]
-
-_BLOCK = 256  # steps between "has every replica met?" checks inside the jitted loop
+__all__ = ["meeting_times", "meeting_times_many", "coupled_paths", "CoupledPaths", "l1_distance",
+           "tv_distance", "tv_noise_floor", "exact_coupling", "ExactCoupling"]
 
 
 # --------------------------------------------------------------------------- helpers
 
 def _resolve_starts(n: int, d: int, lam: float, starts: Sequence[Any], replacement: bool,
-                    replicas: int) -> list[np.ndarray]:
+                    replicas: int, where: str = "starts") -> list[np.ndarray]:
     """Each start as counts of shape (levels+1, replicas), padded to a common number of levels."""
     us = []
     for j, s in enumerate(starts):
         try:
-            u = E.initial_counts(n, d, lam, s, replacement)
+            u = initial_counts(n, d, lam, s, replacement)
         except ValueError as e:
-            raise ValueError(f"starts[{j}]: {e}") from None
+            raise ValueError(f"{where}[{j}]: {e}") from None
         if u.ndim == 2 and u.shape[0] != replicas:
-            raise ValueError(f"starts[{j}] has one row per replica, so it needs {replicas} rows; got {u.shape[0]}")
+            raise ValueError(f"{where}[{j}] has one row per replica, so it needs {replicas} rows; got {u.shape[0]}")
         us.append(np.broadcast_to(u if u.ndim == 2 else u[None], (replicas, u.shape[-1])))
     top = max(u.shape[1] for u in us)
     return [np.pad(u, ((0, 0), (0, top - u.shape[1]))).T.astype(np.int64) for u in us]
@@ -71,44 +68,44 @@ def _check_ordered(lower: np.ndarray, upper: np.ndarray, what: str) -> None:
                          "(the coupling sandwiches only ordered starts)")
 
 
-def _pad_replicas(u: np.ndarray, R: int) -> np.ndarray:
-    """(L+1, replicas) -> (L+1, R): padded replicas copy the last real column (real streams)."""
-    return np.pad(u, ((0, 0), (0, R - u.shape[1])), mode="edge")
+def _replica_states(seed: int, replicas: int) -> np.ndarray:
+    return _rng.replica_states_np(seed, np.arange(replicas))
+
+
+def _bool(name: str, value: Any) -> bool:
+    if not isinstance(value, (bool, np.bool_)):
+        raise ValueError(f"{name} must be True or False; got {value!r}")
+    return bool(value)
 
 
 # --------------------------------------------------------------------------- meeting times
 
-@partial(jax.jit, static_argnames=("replacement", "ordered"))
-def _meet_chunk(carry, t_end, c: E._Consts, *, replacement: bool, ordered: bool):
-    """Advance both chains until step ``t_end``, every replica met, or a queue overflows.
+@dataclass
+class _MeetPoint:
+    n: int
+    d: int
+    lam: float
+    seed: int
+    max_steps: int
+    lo: np.ndarray  # (L0+1, R)
+    hi: np.ndarray  # (L0+1, R)
+    levels: int
 
-    The check runs every ``_BLOCK`` steps (a cross-replica reduction per step would cost as
-    much as the step); a met replica keeps running harmlessly (its chains stay equal).
-    """
-    levels = carry["lo"].shape[0] - 1
 
-    def step(_, s):
-        rng, arrival, lo = E._draw(s["rng"], c)
-        lb = E._level(s["lo"], arrival, lo, c, replacement)
-        lt = E._level(s["hi"], arrival, lo, c, replacement)
-        overflow = s["overflow"] | (arrival & ((lt == levels) | (lb == levels)))
-        # D loses one when the top's departure is real and the bottom's is not (see module doc).
-        dD = jnp.where(arrival, 0, (lt > 0).astype(jnp.int64) - (lb > 0).astype(jnp.int64))
-        D = s["D"] - dD
-        t = s["t"] + 1
-        ulo, uhi = E._apply(s["lo"], arrival, lb), E._apply(s["hi"], arrival, lt)
-        met = (D == 0) if ordered else jnp.all(ulo == uhi, axis=0)
-        T = jnp.where((s["T"] < 0) & met, t, s["T"])
-        return dict(rng=rng, lo=ulo, hi=uhi, D=D, T=T, t=t, overflow=overflow)
-
-    def block(s):
-        # A static trip count lets XLA unroll the step: ~1.8x faster at few replicas.
-        return jax.lax.fori_loop(0, _BLOCK, step, s, unroll=4)
-
-    def cond(s):
-        return (s["t"] < t_end) & jnp.any(s["T"] < 0) & ~jnp.any(s["overflow"])
-
-    return jax.lax.while_loop(cond, block, carry)
+def _meet_point(where: str, n, d, lam, *, replicas, seed, top_length, max_steps, replacement, bottom, top,
+                ordered, levels) -> _MeetPoint:
+    n, d, lam, replacement = check_parameters(n, d, lam, replacement)
+    seed = V.integer("seed", seed, low=0, high=2**63 - 1)
+    top_length = V.integer("top_length", top_length, low=0)
+    max_steps = V.integer("max_steps", max_steps, low=1, high=2**62)
+    if top is None:
+        top = counts_all_at(n, top_length)
+    lo0, hi0 = _resolve_starts(n, d, lam, [bottom, top], replacement, replicas, where="bottom/top")
+    if ordered:
+        _check_ordered(lo0, hi0, f"{where}bottom/top")
+    L0 = lo0.shape[0] - 1
+    L = max(L0 + 3, 4) if levels is None else V.integer("levels", levels, low=L0)
+    return _MeetPoint(n, d, lam, seed, max_steps, lo0, hi0, L)
 
 
 def meeting_times(n: int, d: int, lam: float, *, replicas: int, seed: int, top_length: int,
@@ -126,75 +123,109 @@ def meeting_times(n: int, d: int, lam: float, *, replicas: int, seed: int, top_l
     have not met within ``max_steps``. With ``ordered=False`` the two starts need not be
     ordered (e.g. a good start against a stationary sample, one row per replica): the meeting
     is then detected by equality of all counts at every step; d_TV(law from bottom at t,
-    law from top at t) <= P(T_meet > t) still holds (the coupling inequality). P(T_meet > t) bounds the total-variation distance to
-    equilibrium at step t from every start in between (module docstring).
+    law from top at t) <= P(T_meet > t) still holds (the coupling inequality). P(T_meet > t)
+    bounds the total-variation distance to equilibrium at step t from every start in between
+    (module docstring).
 
     Replica r uses the stream ``_rng.replica_states(seed, r)``, so its meeting time does not
     depend on ``replicas``; the same seed gives the same array. ``levels`` (the initial number
     of tracked lengths) only affects speed: it grows when a queue would pass it.
     """
-    n, d, lam, replacement = E.check_parameters(n, d, lam, replacement)
+    n, d, lam, replacement = check_parameters(n, d, lam, replacement)
     replicas = V.integer("replicas", replicas, low=1)
-    seed = V.integer("seed", seed, low=0, high=2**63 - 1)
-    top_length = V.integer("top_length", top_length, low=0)
-    max_steps = V.integer("max_steps", max_steps, low=1, high=2**62)
-    if top is None:
-        top = E.counts_all_at(n, top_length)
-    lo0, hi0 = _resolve_starts(n, d, lam, [bottom, top], replacement, replicas)
-    if not isinstance(ordered, (bool, np.bool_)):
-        raise ValueError(f"ordered must be True or False; got {ordered!r}")
-    if ordered:
-        _check_ordered(lo0, hi0, "bottom/top")
-    L0 = lo0.shape[0] - 1
-    L = max(L0 + 3, 4) if levels is None else V.integer("levels", levels, low=L0)
+    ordered = _bool("ordered", ordered)
+    pt = _meet_point("", n, d, lam, replicas=replicas, seed=seed, top_length=top_length, max_steps=max_steps,
+                     replacement=replacement, bottom=bottom, top=top, ordered=ordered, levels=levels)
+    return _run_meeting([pt], replicas, replacement, ordered, progress)[0]
+
+
+def meeting_times_many(points: Sequence[tuple[int, int, float]], *, replicas: int, top_length: int | Sequence[int],
+                       max_steps: int | Sequence[int], seeds: Sequence[int] | None = None,
+                       replacement: bool = True, bottom: Any = "empty", top: Any = None, ordered: bool = True,
+                       levels: int | None = None, progress: bool | None = None) -> list[np.ndarray]:
+    """:func:`meeting_times` at many parameter points in one kernel: entry p is bit-identical to
+    ``meeting_times(*points[p], replicas=replicas, seed=seeds[p], top_length=top_length[p],
+    max_steps=max_steps[p], ...)``.
+
+    ``top_length`` and ``max_steps`` are an int or one per point; ``seeds`` one per point
+    (default 0, 1, ..., P-1); ``bottom`` and ``top`` one start for all points or a list of one
+    per point. Lanes are ordered by ``max_steps``; every lane stops at its own ``max_steps``,
+    and the run ends as soon as every replica of every point has met.
+    """
+    if isinstance(points, (str, bytes)) or not isinstance(points, Sequence) or len(points) < 1:
+        raise ValueError(f"points must be a non-empty sequence of (n, d, lam); got {points!r}")
+    P = len(points)
+    replicas = V.integer("replicas", replicas, low=1)
+    ordered = _bool("ordered", ordered)
+    if not isinstance(replacement, (bool, np.bool_)):
+        raise ValueError(f"replacement must be True or False; got {replacement!r}")
+
+    def per(name, v):
+        if isinstance(v, (list, tuple, np.ndarray)):
+            if len(v) != P:
+                raise ValueError(f"{name} must be one value or one per point ({P}); got {len(v)}")
+            return list(v)
+        return [v] * P
+
+    def per_start(v):
+        return list(v) if isinstance(v, (list, tuple)) and len(v) == P and not all(
+            isinstance(x, (int, np.integer)) for x in v) else [v] * P
+
+    seeds_l = list(range(P)) if seeds is None else per("seeds", seeds)
+    if seeds is not None and not isinstance(seeds, (list, tuple, np.ndarray)):
+        raise ValueError(f"seeds must be a sequence of one seed per point ({P}); got {seeds!r}")
+    pts = []
+    for j, (pt, tl, ms, sd, b, tp) in enumerate(zip(points, per("top_length", top_length), per("max_steps", max_steps),
+                                                    seeds_l, per_start(bottom), per_start(top))):
+        if not isinstance(pt, (tuple, list)) or len(pt) != 3:
+            raise ValueError(f"points[{j}] must be a triple (n, d, lam); got {pt!r}")
+        try:
+            pts.append(_meet_point(f"points[{j}]: ", *pt, replicas=replicas, seed=sd, top_length=tl, max_steps=ms,
+                                   replacement=replacement, bottom=b, top=tp, ordered=ordered, levels=levels))
+        except ValueError as e:
+            raise ValueError(f"points[{j}]: {e}") from None
+    return _run_meeting(pts, replicas, bool(replacement), ordered, progress)
+
+
+def _run_meeting(pts: list[_MeetPoint], R: int, replacement: bool, ordered: bool,
+                 progress: bool | None) -> list[np.ndarray]:
+    P = len(pts)
+    order = sorted(range(P), key=lambda j: -pts[j].max_steps)
+    lane0 = {j: i * R for i, j in enumerate(order)}
+    lanes = P * R
+    width = max(p.lo.shape[0] for p in pts)
+    u0 = np.zeros((2, width, lanes), np.int64)
+    rng0 = np.zeros(lanes, np.uint64)
+    stop = np.zeros(lanes, np.int64)
+    for j, p in enumerate(pts):
+        sl = slice(lane0[j], lane0[j] + R)
+        u0[0, : p.lo.shape[0], sl], u0[1, : p.hi.shape[0], sl] = p.lo, p.hi
+        rng0[sl] = _replica_states(p.seed, R)
+        stop[sl] = p.max_steps
+    D0 = (u0[1] - u0[0]).sum(axis=0) if ordered else np.abs(u0[1] - u0[0]).sum(axis=0)
+    T0 = np.where(D0 == 0, 0, -1).astype(np.int64)
+    params = K.lane_params([(pts[j].n, pts[j].d, pts[j].lam) for j in order], [R] * P)
+    end = int(stop.max())
     if progress is None:
-        progress = max_steps * replicas >= 2e9
-    with jax.enable_x64(True):
-        return _meeting_times(n, d, lam, replicas, seed, max_steps, replacement, lo0, hi0, L, progress,
-                              bool(ordered))
-
-
-def _meeting_times(n, d, lam, replicas, seed, max_steps, replacement, lo0, hi0, L, progress, ordered):
-    # One device, no sharding: the meeting time is a long sequential run of few replicas, and
-    # a cross-device "all met?" reduction every block costs more than it saves (measured 4x).
-    R = replicas
-    D0 = (hi0 - lo0).sum(axis=0) if ordered else np.abs(hi0 - lo0).sum(axis=0)
-    carry = {
-        "rng": _rng.replica_states(seed, jnp.arange(R)),
-        "lo": E._pad_levels(jnp.asarray(lo0), L),
-        "hi": E._pad_levels(jnp.asarray(hi0), L),
-        "D": jnp.asarray(D0, jnp.int64),
-        "T": jnp.where(jnp.asarray(D0) == 0, 0, -1).astype(jnp.int64),
-        "t": jnp.int64(0),
-        "overflow": jnp.zeros(R, bool),
-    }
-    c = E._consts(n, d, lam)
-    bar = E._progress_bar(max_steps, progress, "meeting times")
-    t = 0
-    # Chunks grow from ~2^24 replica-level updates (live progress bar, little dispatch
-    # overhead); chunk ends are multiples of the block, so a run may pass max_steps by less
-    # than one block (those meetings are reported as inf).
-    chunk = max(1, 2**24 // max(1, R * L * _BLOCK)) * _BLOCK
-    while t < max_steps and bool(jnp.any(carry["T"] < 0)):
-        t_end = min(-(-max_steps // _BLOCK) * _BLOCK, t + chunk)
-        while True:
-            out = _meet_chunk(carry, jnp.int64(t_end), c, replacement=replacement, ordered=ordered)
-            if not bool(jnp.any(out["overflow"])):
+        progress = sum(p.max_steps for p in pts) * R >= 2e9
+    drv = K.ChainDriver(u0.astype(np.uint32), rng0, params, replacement=replacement,
+                        levels=max(p.levels for p in pts), progress=progress, total=end, desc="meeting times")
+    try:
+        meet = drv.meeting_state(D0.astype(np.int64), T0)
+        t = 0
+        for cut in sorted(set(stop.tolist())):
+            active = (stop > t) & (drv.lanes_of(np.asarray(meet[1])) < 0)
+            if not active.any():
                 break
-            L = L + max(4, L // 2)  # grow the levels and rerun the chunk from its saved start
-            carry = {**carry, "lo": E._pad_levels(carry["lo"], L), "hi": E._pad_levels(carry["hi"], L)}
-        carry = out
-        new_t = int(out["t"])
-        if bar is not None:
-            bar.update(min(new_t, max_steps) - t)
-            bar.set_postfix(met=f"{int(jnp.sum(out['T'] >= 0))}/{replicas}")
-        t = new_t
-        chunk = min(chunk * 2, 2**22)
-    if bar is not None:
-        bar.close()
-    T = np.asarray(carry["T"]).astype(float)
-    T[(T < 0) | (T > max_steps)] = np.inf
-    return T
+            out = drv.run(cut - t, observe="meet" if ordered else "meet_unordered",
+                          active=drv.mask(active), meet=meet)
+            meet = out["meet"]
+            t = cut
+        T = drv.lanes_of(np.asarray(meet[1])).astype(float)
+    finally:
+        drv.close()
+    T[T < 0] = np.inf
+    return [T[lane0[j]: lane0[j] + R].copy() for j in range(P)]
 
 
 # --------------------------------------------------------------------------- coupled paths
@@ -203,9 +234,9 @@ def _meeting_times(n, d, lam, replicas, seed, max_steps, replacement, lo0, hi0, 
 class CoupledPaths:
     """Trajectories of several coupled chains (the same draws drive every chain).
 
-    ``counts[c, r, f, i]`` is u_i of chain c (in the order of ``starts``) in replica r at step
-    ``times[f]`` (times[0] = 0, then every ``record_every`` steps). One unit of model time is
-    (1 + lam) n steps.
+    ``counts[c, r, f, i]`` (chains, replicas, frames, levels+1) is u_i of chain c (in the
+    order of ``starts``) in replica r at step ``times[f]`` (times[0] = 0, then every
+    ``record_every`` steps). One unit of model time is (1 + lam) n steps.
     """
 
     n: int
@@ -222,26 +253,6 @@ class CoupledPaths:
         return self.times / ((1.0 + self.lam) * self.n)
 
 
-@partial(jax.jit, static_argnames=("replacement", "frames"))
-def _paths_chunk(carry, every, c: E._Consts, *, replacement: bool, frames: int):
-    """``frames`` frames of ``every`` steps each for chains u of shape (C, L+1, R)."""
-    levels = carry["u"].shape[1] - 1
-    level_all = jax.vmap(lambda u, a, lo: E._level(u, a, lo, c, replacement), in_axes=(0, None, None))
-    apply_all = jax.vmap(E._apply, in_axes=(0, None, 0))
-
-    def step(_, s):
-        rng, arrival, lo = E._draw(s["rng"], c)
-        lv = level_all(s["u"], arrival, lo)
-        overflow = s["overflow"] | jnp.any(arrival[None] & (lv == levels), axis=0)
-        return dict(rng=rng, u=apply_all(s["u"], arrival, lv), overflow=overflow)
-
-    def frame(s, _):
-        s = jax.lax.fori_loop(jnp.int64(0), every, step, s)
-        return s, s["u"]
-
-    return jax.lax.scan(frame, carry, None, length=frames)
-
-
 def coupled_paths(n: int, d: int, lam: float, starts: Sequence[Any], *, steps: int, replicas: int,
                   seed: int, record_every: int = 1, replacement: bool = True,
                   levels: int | None = None, progress: bool | None = None) -> CoupledPaths:
@@ -254,7 +265,7 @@ def coupled_paths(n: int, d: int, lam: float, starts: Sequence[Any], *, steps: i
     taken at steps 0, ``record_every``, ..., ``steps`` (``steps`` must be a multiple of
     ``record_every``). Each chain alone is the supermarket count chain (tested).
     """
-    n, d, lam, replacement = E.check_parameters(n, d, lam, replacement)
+    n, d, lam, replacement = check_parameters(n, d, lam, replacement)
     if isinstance(starts, (str, np.ndarray)) or not isinstance(starts, Sequence) or len(starts) < 1:
         raise ValueError("starts must be a non-empty list of initial states; got "
                          f"{type(starts).__name__}")
@@ -270,47 +281,21 @@ def coupled_paths(n: int, d: int, lam: float, starts: Sequence[Any], *, steps: i
     nframes = steps // record_every
     if progress is None:
         progress = steps * replicas * len(starts) >= 2e9
-    with jax.enable_x64(True):
-        counts = _coupled_paths(n, d, lam, u0, replicas, seed, record_every, nframes, replacement, L, progress)
+    params = K.lane_params([(n, d, lam)], [replicas])
+    drv = K.ChainDriver(np.stack(u0).astype(np.uint32), _replica_states(seed, replicas), params,
+                        replacement=replacement, levels=L, progress=progress, total=steps, desc="coupled paths")
+    try:
+        first = drv.lanes_of(np.asarray(drv.state.u))
+        out = drv.run(record_every, observe="seen", frames=nframes)
+        frames = [first] + [drv.lanes_of(f) for f in out["frames"]]
+        Lf = K.final_levels(L, int(drv.peak().max()))
+    finally:
+        drv.close()
+    arr = np.stack([K.pad_levels(f, max(Lf + 1, f.shape[1]), axis=1)[:, : Lf + 1] for f in frames]).astype(np.int64)
+    # (F, C, L+1, R) -> (C, R, F, L+1)
+    counts = np.ascontiguousarray(arr.transpose(1, 3, 0, 2))
     times = np.arange(nframes + 1, dtype=np.int64) * record_every
     return CoupledPaths(n=n, d=d, lam=lam, seed=seed, replacement=replacement, times=times, counts=counts)
-
-
-def _coupled_paths(n, d, lam, u0, replicas, seed, every, nframes, replacement, L, progress):
-    # One device, as for meeting_times: at the replica counts used here, sharding over host
-    # devices costs more in per-step synchronisation than it gains.
-    R = replicas
-    u_init = np.stack([_pad_replicas(u, R) for u in u0])  # (C, L0+1, R)
-    pad3 = lambda a, L: jnp.pad(a, ((0, 0), (0, L + 1 - a.shape[1]), (0, 0)))  # noqa: E731
-    carry = {"rng": _rng.replica_states(seed, jnp.arange(R)),
-             "u": pad3(jnp.asarray(u_init), L),
-             "overflow": jnp.zeros(R, bool)}
-    c = E._consts(n, d, lam)
-    frames = [np.asarray(carry["u"])]
-    # Frames per call: a fixed size (one compile) of ~2^24 chain-level updates.
-    per = int(max(1, min(nframes, 2**24 // max(1, every * R * len(u0) * L))))
-    bar = E._progress_bar(nframes * every, progress, "coupled paths")
-    done = 0
-    while done < nframes:
-        while True:
-            out, us = _paths_chunk(carry, jnp.int64(every), c, replacement=replacement, frames=per)
-            if not bool(jnp.any(out["overflow"])):
-                break
-            L = L + max(4, L // 2)
-            carry = {**carry, "u": pad3(carry["u"], L)}
-            frames = [pad3(f, L) for f in frames]
-        carry = out
-        take = min(per, nframes - done)  # the last call may run past the end: drop extra frames
-        frames.extend(np.asarray(us[:take]))
-        done += take
-        if bar is not None:
-            bar.update(take * every)
-    if bar is not None:
-        bar.close()
-    Lmax = max(f.shape[1] for f in frames)
-    arr = np.stack([np.pad(np.asarray(f), ((0, 0), (0, Lmax - f.shape[1]), (0, 0))) for f in frames])
-    # (F, C, L+1, R) -> (C, R, F, L+1), real replicas only
-    return np.ascontiguousarray(arr.transpose(1, 3, 0, 2)[:, :replicas])
 
 
 # --------------------------------------------------------------------------- estimators
@@ -434,7 +419,7 @@ def exact_coupling(n: int, d: int, lam: float, *, bottom: Sequence[int], top: Se
     import scipy.sparse as sp
     import scipy.sparse.linalg as spla
 
-    n, d, lam, replacement = E.check_parameters(n, d, lam, replacement)
+    n, d, lam, replacement = check_parameters(n, d, lam, replacement)
     steps = V.integer("steps", steps, low=0)
     cap = V.integer("cap", cap, low=1, high=40)
     level = V.integer("level", level, low=1, high=cap)

@@ -35,7 +35,7 @@ from qlib import _validate as V
 from qlib import stats
 from qlib.supermarket.coupling import meeting_times
 from qlib.supermarket.refined import relaxation_time
-from qlib.supermarket.simulate import SupermarketResult, simulate, simulate_many
+from qlib.supermarket.simulation import SupermarketResult, simulate_many
 from qlib.supermarket.theory import (check_parameters, fluid_fixed_point, predicted_max_length,
                                      steps_per_time)
 

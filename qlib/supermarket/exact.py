@@ -16,7 +16,7 @@ import numpy as np
 import scipy.sparse as sp
 import scipy.sparse.linalg as spla
 
-from qlib.supermarket.engine import check_parameters
+from qlib.supermarket.simulation import check_parameters
 from qlib.supermarket.theory import all_sampled_at_least
 from qlib import _validate as V
 

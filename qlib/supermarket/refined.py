@@ -1,6 +1,6 @@
 """The refined mean field of the supermarket model: the 1/n and 1/n^2 corrections to the fluid.
 
-Model: the count chain of :mod:`qlib.supermarket.engine`, x_i = u_i/n = fraction of queues with
+Model: the count chain of :mod:`qlib.supermarket.simulation`, x_i = u_i/n = fraction of queues with
 length >= i (i = 1..L). It is a density-dependent population process: each event moves one
 coordinate by +-1/n, at rate n beta_l(x) with
 

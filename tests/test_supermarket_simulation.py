@@ -1,22 +1,22 @@
-"""The supermarket engine against exact oracles: small-n exact solve, M/M/1, identities,
-the fluid fixed point, and a direct queue-vector simulation.
+"""simulate and simulate_many against exact oracles: small-n exact solve, M/M/1 at d = 1,
+E[u_1] = lam n, the second identity E[u_2] = lam n E[(u_1/n)^d], the fluid fixed point at
+large n; and their bookkeeping (seeds, batches, level growth, trajectories, initial states,
+continuation, many points as one kernel), checked exactly.
 
 Tolerances are multiples of the run's own standard error (over replicas), at fixed seeds, so
 each test can fail and none flakes: with 5 SE and >= 24 replicas a correct engine fails a
 given comparison with probability < 1e-4, and the seeds are fixed.
 """
 
-import math
 
 import numpy as np
 import pytest
 
 import qlib.supermarket as sm
 from qlib import stats
-from qlib.supermarket import engine
+from qlib.supermarket import chain
 
 Z = 5.0
-
 
 def assert_within(est: stats.Estimate, exact, *, z=Z, floor=1e-5, what=""):
     # floor: a level of probability < 1e-5 is rarely visited in ~1e6 replica-steps, so its
@@ -90,34 +90,6 @@ def test_large_n_stays_at_fluid_fixed_point():
     assert np.all(dev < Z * est.stderr + 20 / n), (est.mean, fp)
     assert np.all(np.abs(r.counts / n - fp) < 1e-2)
 
-
-def test_fluid_trajectory_converges_to_fixed_point():
-    for rep, kw in ((True, {}), (False, {"n": 500})):
-        s0 = np.array([1.0, 0, 0, 0, 0, 0])
-        tr = sm.fluid_trajectory(5, 0.9, [0, 1, 300], s0, replacement=rep, **kw)
-        fp = sm.fluid_fixed_point(5, 0.9, 5, replacement=rep, **kw)
-        np.testing.assert_allclose(tr[-1], fp, atol=1e-7)
-        assert np.abs(tr[1] - fp).max() > 1e-2  # it started away from the fixed point
-
-
-def test_fluid_fixed_point_closed_form():
-    d, lam = 7, 0.93
-    s = sm.fluid_fixed_point(d, lam, 5)
-    i = np.arange(6)
-    np.testing.assert_allclose(s, lam ** ((float(d) ** i - 1) / (d - 1)), rtol=1e-12)
-    np.testing.assert_allclose(sm.fluid_drift(s[1:], d, lam), 0, atol=1e-14)
-
-
-@pytest.mark.parametrize("replacement", [True, False])
-def test_count_chain_matches_direct_queue_simulation(replacement):
-    n, d, lam = 5, 2, 0.8
-    direct = np.array([sm.direct_simulation(n, d, lam, steps=15_000, seed=s, burn_in=1_000,
-                                            replacement=replacement, levels=6) for s in range(12)])
-    chain = sm.simulate(n, d, lam, steps=60_000, replicas=32, seed=1, burn_in=1_000,
-                        replacement=replacement, levels=10).tail_fraction[:, :7]
-    a, b = stats.replica_mean(direct), stats.replica_mean(chain)
-    diff_se = np.sqrt(a.stderr**2 + b.stderr**2)
-    assert np.all(np.abs(a.mean - b.mean) <= Z * diff_se + 1e-12), (a.mean, b.mean, diff_se)
 
 
 def test_same_seed_same_numbers_and_seed_matters():
@@ -194,22 +166,6 @@ def test_huge_n_runs_and_keeps_exact_counts():
     assert np.all(np.abs(r.tail_fraction - fp) < 3e-4)
 
 
-def test_predicted_max_length_exact_on_integer_ratio():
-    assert sm.predicted_max_length(10, 0.99) == 2
-    assert sm.predicted_max_length(10, 0.999) == 3
-    assert sm.predicted_max_length(10, 0.95) == 2
-    assert sm.predicted_max_length(100, 0.999) == 2
-    assert sm.predicted_max_length(2, 0.75) == 2
-    assert sm.predicted_max_length(2, 0.76) == 3
-    assert sm.predicted_max_length(1, 0.5) == math.inf
-    assert sm.boundary_distance(10, 0.99) < 1e-12
-
-
-def test_asymptotic_profile_sums_sensibly():
-    p = sm.asymptotic_profile(100, 0.999)
-    np.testing.assert_allclose(p[:3], [1e-3, 0.1, 0.9], rtol=1e-9)
-
-
 BAD = [
     (dict(lam=0.0), "lam"), (dict(lam=1.0), "lam"), (dict(lam=1.5), "lam"), (dict(lam=-0.1), "lam"),
     (dict(lam=float("nan")), "lam"), (dict(lam=float("inf")), "lam"),
@@ -228,17 +184,90 @@ def test_bad_input_raises_before_compile(bad, name, monkeypatch):
     def no_compile(*a, **k):
         raise AssertionError("reached the jitted kernel")
 
-    monkeypatch.setattr(engine, "_run_chunk", no_compile)
+    monkeypatch.setattr(chain, "_advance_fn", no_compile)
     kw = dict(n=10, d=2, lam=0.5, steps=100) | bad
     with pytest.raises(ValueError, match=rf"\b{name}\b"):
         sm.simulate(kw.pop("n"), kw.pop("d"), kw.pop("lam"), **kw)
 
 
-@pytest.mark.parametrize("call", [
-    lambda: sm.fluid_fixed_point(0, 0.5, 3), lambda: sm.fluid_fixed_point(2, 1.0, 3),
-    lambda: sm.predicted_max_length(2, float("nan")), lambda: sm.exact_tail_fraction(0, 2, 0.5, 3),
-    lambda: sm.fluid_trajectory(2, 0.5, [0, 1], [0.5, 0.2]), lambda: sm.fluid_fixed_point(2, 0.5, 3, replacement=False),
-])
-def test_theory_functions_reject_bad_input(call):
-    with pytest.raises(ValueError):
-        call()
+
+
+# --------------------------------------------------------------------------- many points, continuation
+
+RESULT_FIELDS = ("tail_fraction", "max_length", "max_length_distribution", "counts", "batch_tail_fraction",
+                 "state", "trajectory")
+
+
+def _same_result(a, b, what=""):
+    for f in RESULT_FIELDS:
+        x, y = getattr(a, f), getattr(b, f)
+        if x is None or y is None:
+            assert x is None and y is None, (what, f)
+            continue
+        assert x.dtype == y.dtype, (what, f)
+        np.testing.assert_array_equal(x, y, err_msg=f"{what}: {f}")
+    for f in ("n", "d", "lam", "steps", "burn_in", "seed", "replacement", "record_every", "levels"):
+        assert getattr(a, f) == getattr(b, f), (what, f)
+
+
+@pytest.mark.parametrize("replacement", [True, False])
+def test_simulate_many_is_a_loop_of_simulate_calls(replacement):
+    # different n, d, lam, run lengths and burn-ins; one point needs more levels than the others
+    points = [(40, 3, 0.9), (25, 2, 0.8), (1000, 10, 0.95), (12, 4, 0.97)]
+    steps, burn, seeds = [3000, 800, 2000, 5000], [100, 0, 500, 0], [4, 5, 6, 7]
+    inits = ["fluid", "empty", {"counts": [1000, 900, 400]}, "empty"]
+    kw = dict(replicas=3, batches=2, record_every=100, replacement=replacement)
+    many = sm.simulate_many(points, steps=steps, burn_in=burn, seeds=seeds, initial=inits, **kw)
+    assert len({r.levels for r in many}) > 1  # each point keeps its own level cap
+    for j, p in enumerate(points):
+        single = sm.simulate(*p, steps=steps[j], burn_in=burn[j], seed=seeds[j], initial=inits[j], **kw)
+        _same_result(many[j], single, f"point {j}")
+    # defaults: seeds 0, 1, ...; one initial state and one step count for all points
+    many = sm.simulate_many(points[:2], steps=500, replicas=2, replacement=replacement)
+    for j, p in enumerate(points[:2]):
+        _same_result(many[j], sm.simulate(*p, steps=500, replicas=2, seed=j, replacement=replacement))
+
+
+def test_simulate_many_validates_before_compile(monkeypatch):
+    def no_compile(*a, **k):
+        raise AssertionError("reached the jitted kernel")
+
+    monkeypatch.setattr(chain, "_advance_fn", no_compile)
+    ok = [(10, 2, 0.5), (20, 3, 0.7)]
+    for kw, name in [(dict(points=[]), "points"), (dict(points=[(10, 2)]), r"points\[0\]"),
+                     (dict(points=[(10, 2, 1.5)]), r"points\[0\].*lam"), (dict(steps=[10]), "steps"),
+                     (dict(steps=[10, 0]), r"steps\[1\]"), (dict(seeds=[1]), "seeds"),
+                     (dict(burn_in=[0, -1]), r"burn_in\[1\]"), (dict(initial=["empty", "full"]), "initial"),
+                     (dict(replicas=0), "replicas"), (dict(batches=20), "batches")]:
+        args = dict(points=ok, steps=10) | kw
+        with pytest.raises(ValueError, match=name):
+            sm.simulate_many(args.pop("points"), **args)
+
+
+def test_continuing_a_run_is_exact():
+    kw = dict(replicas=4, batches=3)
+    a = sm.simulate(40, 3, 0.95, steps=3000, seed=2, levels=5, **kw)
+    b = sm.simulate(40, 3, 0.95, steps=3000, initial=a, **kw)
+    whole = sm.simulate(40, 3, 0.95, steps=6000, seed=2, batches=6, replicas=4)
+    L = max(a.levels, b.levels, whole.levels) + 1
+    pad = lambda x: np.pad(x, [(0, 0)] * (x.ndim - 1) + [(0, L - x.shape[-1])])  # noqa: E731
+    # the same chains: final counts and random states as one run of 2T steps
+    np.testing.assert_array_equal(pad(b.counts), pad(whole.counts))
+    np.testing.assert_array_equal(b.state, whole.state)
+    assert b.seed == 2
+    # time averages combine into the whole (weights: the steps of each part)
+    np.testing.assert_allclose((pad(a.tail_fraction) + pad(b.tail_fraction)) / 2, pad(whole.tail_fraction),
+                               rtol=1e-13, atol=1e-15)
+    np.testing.assert_allclose((pad(a.max_length_distribution) + pad(b.max_length_distribution)) / 2,
+                               pad(whole.max_length_distribution), rtol=1e-13, atol=1e-15)
+    np.testing.assert_allclose(np.concatenate([pad(a.batch_tail_fraction), pad(b.batch_tail_fraction)], axis=1),
+                               pad(whole.batch_tail_fraction), rtol=1e-13, atol=1e-15)
+    np.testing.assert_array_equal(np.maximum(a.max_length, b.max_length), whole.max_length)
+    # and a continued grid point is its own continued call
+    many = sm.simulate_many([(40, 3, 0.95), (30, 2, 0.8)], steps=3000, initial=[a, "empty"], seeds=[2, 9], **kw)
+    _same_result(many[0], b, "continued point")
+    for bad, name in [(dict(n=41), "n"), (dict(d=2), "d"), (dict(lam=0.9), "lam"), (dict(replicas=3), "replicas"),
+                      (dict(replacement=False), "replacement"), (dict(seed=3), "seed")]:
+        args = dict(n=40, d=3, lam=0.95, steps=10, replicas=4) | bad
+        with pytest.raises(ValueError, match=rf"\b{name}\b"):
+            sm.simulate(args.pop("n"), args.pop("d"), args.pop("lam"), initial=a, **args)

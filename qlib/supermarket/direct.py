@@ -1,7 +1,7 @@
 """A plain queue-vector simulation of the supermarket model, for checking the count chain.
 
 It keeps every queue's length and really samples d queue indices per arrival (NumPy, one
-replica, one step at a time), so it shares no logic with :mod:`qlib.supermarket.engine`.
+replica, one step at a time), so it shares no logic with :mod:`qlib.supermarket.chain`.
 It is slow by design and meant for small n in tests and as the "plain loop" in benchmarks.
 """
 
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from qlib.supermarket.engine import check_parameters
+from qlib.supermarket.simulation import check_parameters
 from qlib import _validate as V
 
 

@@ -1,4 +1,4 @@
-"""Reference loops for the supermarket count chain, with exactly the semantics of qlib's engine.
+"""Reference loops for the supermarket count chain, with exactly the semantics of qlib's chain kernel
 
 Both loops use the same per-replica SplitMix64 streams (seeded from (seed, replica) by
 :func:`qlib._rng.replica_states`), the same event/level rule on one 64-bit word per step and

@@ -1,8 +1,8 @@
 """The monotone coupling and the mixing-time estimators against exact oracles.
 
 Oracles: the exact pair chain for n <= 3 (meeting-time law and marginal laws, built from the
-engine's level rule with exact interval lengths), the exact stationary law
-(exact_tail_fraction), the engine's own simulate, and identities (order, sandwich, L1 of
+chain's level rule with exact interval lengths), the exact stationary law
+(exact_tail_fraction), simulate, and identities (order, sandwich, L1 of
 counts = L1 of sorted lengths). Tolerances are 5 standard errors of the run (or a derived
 concentration bound), at fixed seeds.
 """
@@ -15,7 +15,7 @@ import pytest
 import qlib.supermarket as sm
 from qlib import stats
 from qlib.supermarket import coupling as C
-from qlib.supermarket.engine import counts_all_at, counts_from_lengths
+from qlib.supermarket import counts_all_at, counts_from_lengths
 
 Z = 5.0
 LEVELS = 14  # one level count for every small-n run: one compile
@@ -192,3 +192,26 @@ def test_validation_errors_before_compile():
         C.coupled_paths(10, 2, 0.5, "empty", steps=10, replicas=2, seed=0)
     with pytest.raises(ValueError, match="n must"):
         C.exact_coupling(9, 2, 0.5, bottom=[9], top=[9, 9], steps=1)
+
+
+def test_meeting_times_many_is_a_loop_of_single_calls():
+    points = [(30, 3, 0.9), (20, 2, 0.8), (50, 5, 0.95)]
+    tl, ms, seeds = [4, 3, 5], [3000, 8000, 500], [7, 1, 2]
+    many = C.meeting_times_many(points, replicas=6, seeds=seeds, top_length=tl, max_steps=ms)
+    for j, p in enumerate(points):
+        single = C.meeting_times(*p, replicas=6, seed=seeds[j], top_length=tl[j], max_steps=ms[j])
+        np.testing.assert_array_equal(many[j], single)
+    assert np.isfinite(many[1]).sum() >= 3 and np.isinf(many[2]).any()  # met and not met, both present
+    # unordered starts, one per point
+    bottoms = ["fluid", "empty"]
+    tops = [np.array([30, 30, 20, 10]), counts_all_at(20, 3)]
+    many = C.meeting_times_many(points[:2], replicas=4, top_length=0, max_steps=5000, bottom=bottoms, top=tops,
+                                ordered=False)
+    for j, p in enumerate(points[:2]):
+        single = C.meeting_times(*p, replicas=4, seed=j, top_length=0, max_steps=5000, bottom=bottoms[j],
+                                 top=tops[j], ordered=False)
+        np.testing.assert_array_equal(many[j], single)
+    with pytest.raises(ValueError, match=r"points\[1\].*lam"):
+        C.meeting_times_many([(30, 3, 0.9), (30, 3, 1.0)], replicas=2, top_length=3, max_steps=10)
+    with pytest.raises(ValueError, match="max_steps"):
+        C.meeting_times_many(points, replicas=2, top_length=3, max_steps=[10, 10])

@@ -1,0 +1,580 @@
+"""The count chain of the supermarket model: its state, its step, and the one chunk driver.
+
+Model (docs/models.md, "count chain"): n FIFO queues with Exp(1) service; customers arrive at
+rate lam n and each joins a shortest of d queues sampled uniformly (with replacement by
+default). Uniformised at total rate n(1 + lam), each step is an arrival with probability
+lam/(1 + lam), otherwise a potential departure from a uniformly chosen queue. The counts
+u_i = #queues with length >= i (u_0 = n, non-increasing) form a Markov chain of their own:
+
+- an arrival joins a queue of length i with probability g(u_i) - g(u_{i+1}), where
+  g(u) = (u/n)^d (with replacement) or C(u, d)/C(n, d) (without);
+- a departure hits a queue of length i >= 1 with probability (u_i - u_{i+1})/n.
+
+One step costs O(levels), whatever n and d. The level touched is found by the monotone
+coupling of docs/models.md ("monotone coupling"): one 64-bit random word per step; its high
+32 bits pick the event (arrival iff < floor(2^32 lam/(1+lam))), its low 32 bits either the
+arrival uniform U = (lo + 1/2)/2^32 (join the largest i with U < g(u_i)) or the departure rank
+r = floor(lo n/2^32) (the queue of rank r in decreasing order of length). With replacement
+U < (u/n)^d <=> u > floor(n U^(1/d)), so both events compare the counts with one integer
+threshold x: the level touched is #{i >= 1: u_i > x}. Several chains fed the same words are
+the monotone coupling (the level is non-decreasing in u).
+
+Layout. A *lane* is one replica of one parameter point; every array has the lanes on its last
+axis and each lane carries its own parameters (:class:`LaneParams`), so one kernel runs many
+points at once. Counts have shape (chains, levels+1, lanes): one chain for simulation, two or
+more coupled chains for meeting times and coupled paths.
+
+Random words are counter-based (:mod:`qlib._rng`): the word of step t of a lane is
+mix64(s_0 + t GOLDEN). The fast path therefore draws a whole block of steps at once,
+vectorised over (steps, lanes) -- the SplitMix64 mix and the log/exp of the arrival threshold
+-- and leaves only the cheap compare-and-update to the sequential loop. That loop runs over
+small groups of lanes: XLA:CPU compiles a while loop whose body touches less than
+``xla_cpu_small_while_loop_byte_threshold`` bytes (1 kB unless raised; ``import qlib`` raises
+it) into one kernel, instead of dispatching every fused op of the body separately, which
+dominated the cost at few replicas (benchmarks/README.md).
+
+Public here: :class:`ChainState`, :class:`LaneParams`, :class:`Events`, the plain step
+(:func:`draw`, :func:`level`, :func:`apply`, :func:`step`), the block draws
+(:func:`draw_block`) and :class:`ChainDriver`, which owns chunk sizing, level growth and the
+progress bar for :func:`qlib.supermarket.simulate`, :func:`qlib.supermarket.meeting_times` and
+:func:`qlib.supermarket.coupled_paths`.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import os
+import re
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from qlib import _rng, _sharding
+from qlib._progress import progress_bar
+
+MAX_N = 2**32 - 1  # the departure rank is (32 random bits * n) >> 32 in uint64; counts are uint32
+_TWO32 = 4294967296.0
+_NOOP = 0xFFFFFFFF  # a departure with this rank touches level 0: the step of an inactive lane
+
+
+# --------------------------------------------------------------------------- types
+
+class LaneParams(NamedTuple):
+    """Per-lane model parameters, each of shape (lanes,), traced (a sweep compiles once)."""
+
+    n: Any  # uint64: number of queues
+    d: Any  # float64: choices per arrival
+    lam_thr: Any  # uint64: arrival iff the high 32 bits of the word are < lam_thr
+    log_cn: Any  # float64: log C(n, d), for sampling without replacement
+
+
+class ChainState(NamedTuple):
+    """The state of every lane's chains.
+
+    - ``rng`` (lanes,) uint64: the SplitMix64 state (s_0 + t GOLDEN after t steps);
+    - ``u`` (chains, levels+1, lanes) uint32: the counts u_0..u_levels of each chain;
+    - ``overflow`` (lanes,) bool: an arrival would have joined a queue of length ``levels``.
+    """
+
+    rng: Any
+    u: Any
+    overflow: Any
+
+
+class Events(NamedTuple):
+    """One step's events, any leading shape, lanes last.
+
+    ``arrival`` (bool); ``x`` (uint32): with replacement the integer the counts are compared
+    with (floor(n U^(1/d)) for an arrival, the rank r for a departure), without replacement
+    the departure rank; ``log_u`` (float64, without replacement only): log U of an arrival.
+    """
+
+    arrival: Any
+    x: Any
+    log_u: Any = None
+
+
+def point_params(n: int, d: int, lam: float) -> tuple[int, float, int, float]:
+    """(n, d, lam_thr, log_cn) of one parameter point, as host scalars (see :class:`LaneParams`)."""
+    log_cn = math.lgamma(n + 1) - math.lgamma(n - d + 1) if d <= n else 0.0
+    return int(n), float(d), int(_TWO32 * lam / (1.0 + lam)), float(log_cn)
+
+
+def lane_params(points: list[tuple[int, int, float]], lanes_per_point: list[int]) -> LaneParams:
+    """Host arrays of :class:`LaneParams` for consecutive lanes: point j repeated lanes_per_point[j] times."""
+    cols = list(zip(*(point_params(*p) for p in points))) if points else [[], [], [], []]
+    rep = np.asarray(lanes_per_point, dtype=np.int64)
+    n, d, thr, lc = (np.repeat(np.asarray(c, dtype=t), rep) for c, t in
+                     zip(cols, (np.uint64, np.float64, np.uint64, np.float64)))
+    return LaneParams(n=n, d=d, lam_thr=thr, log_cn=lc)
+
+
+# --------------------------------------------------------------------------- the plain step
+
+def _events(words, p: LaneParams, replacement: bool) -> Events:
+    """Events from random words (any leading shape, lanes last; params broadcast)."""
+    hi, lo = _rng.split_u32(words)
+    arrival = hi < p.lam_thr
+    rank = ((lo * p.n) >> 32).astype(jnp.int64)
+    U = _rng.uniform_open(lo)
+    if replacement:
+        # U < (u/n)^d <=> u > n U^(1/d) <=> u > floor(n U^(1/d))
+        thr = jnp.floor(p.n.astype(jnp.float64) * jnp.exp(jnp.log(U) / p.d)).astype(jnp.int64)
+        return Events(arrival, jnp.where(arrival, thr, rank).astype(jnp.uint32))
+    return Events(arrival, rank.astype(jnp.uint32), jnp.log(U))
+
+
+def draw(rng, p: LaneParams, replacement: bool) -> tuple[Any, Events]:
+    """One step's randomness for every lane: (new rng, events of shape (lanes,))."""
+    rng, w = _rng.next_u64(rng)
+    return rng, _events(w, p, replacement)
+
+
+def draw_block(rng, p: LaneParams, steps: int, replacement: bool, active=None) -> Events:
+    """The events of the next ``steps`` steps of every lane at once: shape (steps, lanes).
+
+    Identical, row by row, to ``steps`` calls of :func:`draw`; computed vectorised over
+    (steps, lanes). Inactive lanes (``active`` False) get a no-op departure (rank 2^32 - 1).
+    """
+    ev = _events(_rng.block_words(rng, steps), p, replacement)
+    if active is None:
+        return ev
+    x = jnp.where(active[None], ev.x, jnp.uint32(_NOOP))
+    return ev._replace(arrival=ev.arrival & active[None], x=x)
+
+
+def _hits(u, ev: Events, p: LaneParams, replacement: bool):
+    """hit_i = [the event touches a length >= i], i = 1..L, shape (chains, L, lanes)."""
+    if replacement:
+        return u[:, 1:] > ev.x[None, None]
+    uf = u[:, 1:].astype(jnp.float64)
+    log_g = jax.lax.lgamma(uf + 1) - jax.lax.lgamma(jnp.maximum(uf - p.d, 0.0) + 1) - p.log_cn
+    arr_hit = (uf >= p.d) & (ev.log_u[None, None] < log_g)
+    dep_hit = u[:, 1:] > ev.x[None, None]
+    return jnp.where(ev.arrival[None, None], arr_hit, dep_hit)
+
+
+def level(u, ev: Events, p: LaneParams, replacement: bool):
+    """The length of the queue each event touches, shape (chains, lanes), given u (chains, L+1, lanes).
+
+    Arrival: the length joined, #{i >= 1: U < g(u_i)}; departure: the length of the queue of
+    rank r, #{i >= 1: r < u_i}. Both are non-decreasing in u: the coupling is monotone.
+    """
+    return jnp.sum(_hits(u, ev, p, replacement), axis=1, dtype=jnp.int32)
+
+
+def apply(u, ev: Events, lvl):
+    """Move one customer: arrival -> u_{level+1} += 1; departure -> u_level -= 1 (if level >= 1).
+
+    An arrival at the top level (level = L) is dropped here; it sets the overflow flag of
+    :func:`step`, and the driver reruns the chunk with more levels.
+    """
+    arrival = ev.arrival[None]
+    idx = jnp.where(arrival, lvl + 1, lvl)
+    delta = jnp.where(arrival, 1, -(lvl > 0).astype(jnp.int32)).astype(u.dtype)
+    rows = jnp.arange(u.shape[1], dtype=jnp.int32)[None, :, None]
+    return u + jnp.where(rows == idx[:, None], delta[:, None], jnp.zeros((), u.dtype))
+
+
+def step(state: ChainState, p: LaneParams, replacement: bool) -> tuple[ChainState, Any]:
+    """One step of every lane's chains, the plain way: (new state, levels touched (chains, lanes)).
+
+    This is the definition of the chain; the fast kernel of :class:`ChainDriver` is tested to
+    give the same counts, random states and flags bit for bit.
+    """
+    rng, ev = draw(state.rng, p, replacement)
+    lvl = level(state.u, ev, p, replacement)
+    top = state.u.shape[1] - 1
+    overflow = state.overflow | jnp.any(ev.arrival[None] & (lvl == top), axis=0)
+    return ChainState(rng, apply(state.u, ev, lvl), overflow), lvl
+
+
+# --------------------------------------------------------------------------- the fast step
+
+def _fast_step(u, ev: Events, p: LaneParams, replacement: bool):
+    """One step on a group of lanes: (new u, overflow flag (lanes,), level > 0 (chains, lanes)).
+
+    With replacement the hits c_i = [u_i > x] are true exactly for i = 1..level (u is
+    non-increasing, x one integer), so the one-hot update of :func:`apply` is a difference of
+    neighbouring c's: an arrival adds c_{i-1} - c_i (one customer moves to length level+1), a
+    departure adds c_{i+1} - c_i (one leaves length level; nothing if level = 0). That skips
+    the sum over levels (faster for groups of 1-4 lanes; for wider groups the sum and the
+    one-hot update vectorise better, measured 5-10%). Without replacement the float compare
+    need not give a prefix, so the level is summed as in :func:`level` and applied by
+    :func:`apply`. Every form gives the numbers of the plain step (tested).
+    """
+    c = _hits(u, ev, p, replacement)
+    top = jnp.any(ev.arrival[None] & c[:, -1], axis=0)
+    if not replacement or u.shape[-1] >= 8:
+        lvl = jnp.sum(c, axis=1, dtype=jnp.int32)
+        return apply(u, ev, lvl), top, lvl > 0
+    one = jnp.ones(c.shape[:1] + (1,) + c.shape[2:], bool)
+    prev = jnp.concatenate([one, c[:, :-1]], axis=1)
+    nxt = jnp.concatenate([c[:, 1:], ~one], axis=1)
+    w = jnp.where(ev.arrival[None, None], prev, nxt).astype(u.dtype) - c.astype(u.dtype)
+    zero = jnp.zeros(c.shape[:1] + (1,) + c.shape[2:], u.dtype)
+    return u + jnp.concatenate([zero, w], axis=1), top, c[:, 0]
+
+
+# Observers: what the kernel records along the way, per lane.
+#   "sums": time sums of u_i (int64) and 1[u_i > 0] (int32) of chain 0, shape (L+1, lanes);
+#   "seen": [u_i > 0 at some step] over all chains, (L+1, lanes) bool (for the final level cap);
+#   "meet", "meet_unordered": the excess D (lanes,) int64 of chain 1 over chain 0 and the
+#   meeting step T (lanes,) int64 (-1 until met); met means D = 0, or all counts equal.
+OBSERVERS = ("sums", "seen", "meet", "meet_unordered")
+
+
+def _observe(kind: str, obs, u, ev: Events, busy, t):
+    if kind == "sums":
+        su, sb = obs
+        return su + u[0].astype(jnp.int64), sb + (u[0] > 0).astype(jnp.int32)
+    if kind == "seen":
+        return (obs[0] | jnp.any(u > 0, axis=0),)
+    D, T = obs
+    # D loses one when the top's departure is real and the bottom's is not (docs/models.md)
+    dD = jnp.where(ev.arrival, 0, busy[1].astype(jnp.int64) - busy[0].astype(jnp.int64))
+    D = D - dD
+    met = (D == 0) if kind == "meet" else jnp.all(u[0] == u[1], axis=0)
+    return D, jnp.where((T < 0) & met, t, T)
+
+
+def _lane_slice(x, start, size):
+    return jax.lax.dynamic_slice_in_dim(x, start, size, axis=x.ndim - 1)
+
+
+def _lane_update(x, y, start):
+    return jax.lax.dynamic_update_slice_in_dim(x, y, start, axis=x.ndim - 1)
+
+
+def _local_advance(state: ChainState, obs, p: LaneParams, active, t0, m, *, replacement: bool,
+                   observe: str, block: int, group: int, frames: int):
+    """Per device: advance every active lane ``frames`` x ``m`` steps (see :class:`ChainDriver`).
+
+    Lanes are taken ``group`` at a time and each group runs all ``m`` steps before the next
+    (as a hand-written loop over replicas would: its counts stay in cache): per block of
+    ``block`` steps its events are drawn at once, vectorised over (steps, lanes), then applied
+    one step after another. Groups past the last active lane are skipped; with a meeting
+    observer a group stops as soon as all its lanes have met.
+    """
+    W = state.rng.shape[0]
+    last = jnp.max(jnp.where(active, jnp.arange(W, dtype=jnp.int32), -1)) + 1
+    n_groups = (last + group - 1) // group
+    meeting = observe.startswith("meet")
+    nblocks = (m + block - 1) // block
+
+    def run_group(j, carry):
+        rng, u, ovf, obs = carry
+        s = j * group
+        sl = lambda x: _lane_slice(x, s, group)  # noqa: E731
+        pg, ag = jax.tree.map(sl, p), sl(active)
+
+        def run_block(b, c):
+            """Steps t0 + b*block + 1, ... of this group: drawn at once, applied in turn."""
+            rg, ug, og, obg = c
+            k_len = jnp.minimum(block, m - b * block)
+            ev = draw_block(rg, pg, block, replacement, ag)
+            t_start = t0 + b * block
+
+            def one(k, c):
+                ug, og, obg = c
+                evk = jax.tree.map(lambda x: x[k], ev)
+                ug, top, busy = _fast_step(ug, evk, pg, replacement)
+                return ug, og | top, _observe(observe, obg, ug, evk, busy, t_start + k + 1)
+
+            ug, og, obg = jax.lax.fori_loop(0, k_len, one, (ug, og, obg))
+            return jnp.where(ag, _rng.advance(rg, k_len), rg), ug, og, obg
+
+        c = (sl(rng), sl(u), sl(ovf), jax.tree.map(sl, obs))
+        if meeting:  # stop once every active lane of the group has met
+            def cond(bc):
+                b, c = bc
+                return (b < nblocks) & jnp.any(ag & (c[3][1] < 0))
+
+            _, c = jax.lax.while_loop(cond, lambda bc: (bc[0] + 1, run_block(bc[0], bc[1])), (jnp.int64(0), c))
+        else:
+            c = jax.lax.fori_loop(0, nblocks, run_block, c)
+        rg, ug, og, obg = c
+        obs = jax.tree.map(lambda x, y: _lane_update(x, y, s), obs, obg)
+        return _lane_update(rng, rg, s), _lane_update(u, ug, s), _lane_update(ovf, og, s), obs
+
+    def run_frame(carry, _):
+        carry = jax.lax.fori_loop(0, n_groups, run_group, carry)
+        return carry, carry[1]
+
+    carry = (state.rng, state.u, state.overflow, obs)
+    if frames == 0:
+        carry, _ = run_frame(carry, None)
+        us = None
+    else:
+        carry, us = jax.lax.scan(run_frame, carry, None, length=frames)
+    rng, u, ovf, obs = carry
+    return ChainState(rng, u, ovf), obs, us
+
+
+@functools.lru_cache(maxsize=None)
+def _advance_fn(devices: tuple, obs_ndims: tuple, replacement: bool, observe: str, block: int,
+                group: int, frames: int, with_log_u: bool):
+    """The jitted kernel for one static configuration: shard_map over the lanes, no communication."""
+    spec = _sharding.lane_spec
+    state_spec = ChainState(spec(1), spec(3), spec(1))
+    obs_spec = tuple(spec(k) for k in obs_ndims)
+    p_spec = LaneParams(spec(1), spec(1), spec(1), spec(1))
+    fn = functools.partial(_local_advance, replacement=replacement, observe=observe, block=block,
+                           group=group, frames=frames)
+    out_specs = (state_spec, obs_spec, spec(4) if frames else None)
+    mapped = jax.shard_map(fn, mesh=_sharding.mesh(devices),
+                           in_specs=(state_spec, obs_spec, p_spec, spec(1), spec(0), spec(0)),
+                           out_specs=out_specs, check_vma=False)
+    return jax.jit(mapped)
+
+
+# --------------------------------------------------------------------------- sizing
+
+def small_loop_bytes() -> int:
+    """XLA:CPU's byte threshold below which a while loop compiles to one kernel (1024 by default)."""
+    m = re.search(r"xla_cpu_small_while_loop_byte_threshold=(\d+)", os.environ.get("XLA_FLAGS", ""))
+    return int(m.group(1)) if m else 1024
+
+
+# Bytes XLA's cost model charges per (count, lane) in one step of the sequential loop, by
+# observer (measured: the loop is hoisted into one kernel up to about this budget).
+_LOOP_BYTES = {"sums": 72, "seen": 40, "meet": 48, "meet_unordered": 56}
+
+
+def group_width(lanes_per_device: int, levels: int, chains: int, observe: str, replacement: bool) -> int:
+    """Lanes per sequential group: the widest power of two (dividing the lanes) whose loop XLA:CPU
+    still compiles into one kernel; on other backends all lanes of a device in one group."""
+    if jax.default_backend() != "cpu":
+        return lanes_per_device
+    per = _LOOP_BYTES[observe] * (levels + 1) * chains * (1 if replacement else 3)
+    g = 1
+    while g * 2 <= lanes_per_device and lanes_per_device % (g * 2) == 0 and (g * 2) * per <= small_loop_bytes():
+        g *= 2
+    return g
+
+
+def block_length(group: int, replacement: bool) -> int:
+    """Steps per block of draws of one group: about 2^13 (step, lane) events, so a block's words,
+    floats and events stay in cache (measured: 2^11-2^13 best, 2^16 ~20% slower), 16..2048 steps."""
+    b = 2 ** 13 // max(1, group) // (1 if replacement else 2)
+    return int(min(2048, max(16, 1 << max(0, b.bit_length() - 1))))
+
+
+# --------------------------------------------------------------------------- the driver
+
+def pad_levels(a: np.ndarray, width: int, axis: int = 0) -> np.ndarray:
+    """Zero-pad axis ``axis`` of ``a`` to length ``width`` (counts above the cap are zero)."""
+    pad = [(0, 0)] * a.ndim
+    pad[axis] = (0, width - a.shape[axis])
+    return np.pad(a, pad)
+
+
+def grown(levels: int) -> int:
+    """The next level cap after an overflow."""
+    return levels + max(4, levels // 2)
+
+
+def final_levels(start: int, peak: int) -> int:
+    """The cap a run that starts at ``start`` levels ends with when its longest queue is ``peak``:
+    the first of start, grown(start), ... that is >= peak (a chunk is rerun with more levels
+    whenever an arrival would pass the cap)."""
+    L = start
+    while L < peak:
+        L = grown(L)
+    return L
+
+
+class ChainDriver:
+    """Runs lanes of the count chain in chunks: the one driver of simulate, meeting times and paths.
+
+    It owns the device state (:class:`ChainState`, lanes padded to a multiple of the device
+    count and split over the devices), the chunk sizing, the level cap (when an arrival would
+    pass it, the cap grows and the chunk is rerun from its saved start, so nothing is ever
+    truncated) and the progress bar. ``u0`` has shape (chains, levels+1, lanes), ``rng0`` and
+    the :class:`LaneParams` arrays shape (lanes,); lanes are in the caller's order.
+    """
+
+    def __init__(self, u0: np.ndarray, rng0: np.ndarray, params: LaneParams, *, replacement: bool,
+                 levels: int, progress: bool, total: int, desc: str):
+        C, L0p1, lanes = u0.shape
+        self.lanes, self.chains, self.replacement = lanes, C, bool(replacement)
+        self.levels = max(int(levels), L0p1 - 1)
+        # no device holds only padding: a single chain runs on one device, not beside an idle one
+        self.devices = tuple(jax.devices()[: max(1, min(_sharding.device_count(), lanes))])
+        D = len(self.devices)
+        W = -(-max(lanes, 1) // D) * D
+        self.width = W
+        self.per_device = W // D
+        # physical position of logical lane j; padding lanes (j >= lanes) are inactive
+        self.pos = _sharding.interleave(W, D)
+        u = np.zeros((C, self.levels + 1, W), np.uint32)
+        u[:, :L0p1, self.pos[:lanes]] = u0
+        rng = np.zeros(W, np.uint64)
+        rng[self.pos[:lanes]] = rng0
+        ps = [np.zeros(W, a.dtype) for a in params]
+        for full, a in zip(ps, params):
+            full[self.pos[:lanes]] = a
+        ps[0][self.pos[lanes:]] = 1  # padding lanes: a harmless n = 1
+        self.active = np.zeros(W, bool)
+        self.active[self.pos[:lanes]] = True
+        with jax.enable_x64(True):
+            self.params = LaneParams(*(self._put(a) for a in ps))
+            self.state = ChainState(self._put(rng), self._put(u), self._put(np.zeros(W, bool)))
+        self.seen = np.zeros((self.levels + 1, W), bool)
+        self.seen |= np.any(u > 0, axis=0)
+        self.bar = progress_bar(total, show=progress, desc=desc)
+        self.t = 0
+
+    # -- helpers
+
+    def _put(self, a: np.ndarray):
+        return jax.device_put(a, _sharding.replica_sharding(a.ndim, devices=self.devices))
+
+    def mask(self, lane_mask: np.ndarray | None) -> np.ndarray:
+        """A per-logical-lane bool mask -> physical, padding lanes False (None: all real lanes)."""
+        if lane_mask is None:
+            return self.active
+        out = np.zeros(self.width, bool)
+        out[self.pos[:self.lanes]] = lane_mask
+        return out
+
+    def lanes_of(self, a: np.ndarray) -> np.ndarray:
+        """Physical last axis -> logical lanes (padding dropped)."""
+        return a[..., self.pos[:self.lanes]]
+
+    def meeting_state(self, D0: np.ndarray, T0: np.ndarray) -> tuple:
+        """The (D, T) observer of meeting times on the devices, from per-logical-lane int arrays
+        (padding lanes: D = 0 and T = 0, i.e. met and inactive)."""
+        out = []
+        for a in (D0, T0):
+            full = np.zeros(self.width, np.int64)
+            full[self.pos[: self.lanes]] = a
+            with jax.enable_x64(True):
+                out.append(self._put(full))
+        return tuple(out)
+
+    def _grow(self) -> None:
+        L = grown(self.levels)
+        with jax.enable_x64(True):
+            u = jnp.pad(self.state.u, ((0, 0), (0, L - self.levels), (0, 0)))
+            self.state = ChainState(self.state.rng, self._put(u), jnp.zeros_like(self.state.overflow))
+        self.seen = pad_levels(self.seen, L + 1)
+        self.levels = L
+
+    def chunk_steps(self, block: int) -> int:
+        # About 2^25 (lane, count) updates per call: long enough to amortise the call, short
+        # enough for a live progress bar and a cheap rerun on growth; <= 2^20 steps keeps
+        # the int64 chunk sums exact (2^20 * 2^32 < 2^53).
+        m = 2**25 // max(1, self.width * (self.levels + 1) * self.chains)
+        m = max(block, min(2**20, m)) // block * block
+        return int(m)
+
+    def _call(self, obs, active, t0: int, m: int, observe: str, frames: int):
+        G = self.per_device
+        group = group_width(G, self.levels, self.chains, observe, self.replacement)
+        block = block_length(group, self.replacement)
+        # a short chunk (a record point, a batch end) draws a short block: three sizes at
+        # most, so few compiles
+        block = next((b for b in (16, 256) if m <= b < block), block)
+        fn = _advance_fn(self.devices, tuple(np.ndim(o) for o in obs), self.replacement,
+                         observe, block, group, frames, not self.replacement)
+        with jax.enable_x64(True):
+            return fn(self.state, obs, self.params, active, jnp.int64(t0), jnp.int64(m))
+
+    # -- running
+
+    def run(self, steps: int, *, observe: str = "seen", active: np.ndarray | None = None,
+            meet: tuple | None = None, frames: int = 0) -> dict:
+        """Advance the active lanes ``steps`` steps (or, with ``frames``, ``frames`` frames of
+        ``steps`` steps each, recording the counts after each frame).
+
+        ``observe``: "sums" returns exact int64 time sums ``sum_u`` and ``sum_busy`` of chain 0,
+        shape (levels+1, lanes), over these steps; "seen" only tracks the levels reached;
+        "meet"/"meet_unordered" update ``meet = (D, T)`` (physical lane order, device arrays)
+        and stop once every active lane has met. ``active``: physical bool mask (see
+        :meth:`mask`); inactive lanes do not move and their random state does not advance.
+        Returns a dict with "sum_u"/"sum_busy" (physical lanes), "meet", "frames"
+        (list of (chains, levels+1, lanes) host arrays, physical lanes).
+        """
+        active = self.active if active is None else active
+        with jax.enable_x64(True):
+            act = self._put(active)
+        out: dict = {"frames": []}
+        if observe == "sums":
+            sum_u = np.zeros((self.levels + 1, self.width), np.int64)
+            sum_busy = np.zeros((self.levels + 1, self.width), np.int64)
+        done = 0
+        total = steps * max(frames, 1)
+        while done < total:
+            if frames:
+                every = steps
+                per = max(1, min(2**25 // max(1, every * self.width * (self.levels + 1) * self.chains), 4096))
+                per = 1 << (per.bit_length() - 1)  # few distinct frame counts: few compiles
+                # never past the last frame: the levels reached must be those of the run
+                m, nf = every, min(per, frames - len(out["frames"]))
+            else:
+                g = group_width(self.per_device, self.levels, self.chains, observe, self.replacement)
+                m, nf = min(total - done, self.chunk_steps(block_length(g, self.replacement))), 0
+            while True:
+                with jax.enable_x64(True):
+                    if observe == "sums":
+                        obs = (self._put(np.zeros((self.levels + 1, self.width), np.int64)),
+                               self._put(np.zeros((self.levels + 1, self.width), np.int32)))
+                    elif observe == "seen":
+                        obs = (self._put(np.zeros((self.levels + 1, self.width), bool)),)
+                    else:
+                        obs = meet
+                    state, obs_out, us = self._call(obs, act, self.t, m, observe, nf)
+                if not bool(jnp.any(state.overflow)):
+                    break
+                self._grow()  # an arrival would pass the cap: more levels, rerun the chunk
+                if observe == "sums":
+                    sum_u, sum_busy = pad_levels(sum_u, self.levels + 1), pad_levels(sum_busy, self.levels + 1)
+                out["frames"] = [pad_levels(f, self.levels + 1, axis=1) for f in out["frames"]]
+            self.state = state
+            if observe == "sums":
+                su, sb = (np.asarray(a) for a in obs_out)
+                sum_u += su
+                sum_busy += sb
+                self.seen |= sb > 0
+            elif observe == "seen":
+                self.seen |= np.asarray(obs_out[0])
+            else:
+                meet = obs_out
+                self.bar.set_postfix(met=f"{int(np.sum(self.lanes_of(np.asarray(meet[1])) >= 0))}/{self.lanes}")
+            if frames:
+                take = min(nf, frames - len(out["frames"]))
+                out["frames"].extend(np.asarray(us[:take]))
+                done += take * m
+                self.t += take * m
+                self.bar.update(take * m)
+            else:
+                done += m
+                self.t += m
+                self.bar.update(m)
+                if observe.startswith("meet") and not np.any(active & (np.asarray(meet[1]) < 0)):
+                    break
+        if observe == "sums":
+            out.update(sum_u=sum_u, sum_busy=sum_busy)
+        if meet is not None:
+            out["meet"] = meet
+        return out
+
+    def peak(self) -> np.ndarray:
+        """Per logical lane, the longest queue length any chain has reached (from the start)."""
+        s = self.lanes_of(self.seen)
+        return np.where(s.any(axis=0), s.shape[0] - 1 - np.argmax(s[::-1], axis=0), 0)
+
+    def counts(self) -> np.ndarray:
+        """Final counts, shape (chains, levels+1, lanes), int64, logical lanes."""
+        return self.lanes_of(np.asarray(self.state.u)).astype(np.int64)
+
+    def rng(self) -> np.ndarray:
+        """Final random states, shape (lanes,) uint64, logical lanes."""
+        return self.lanes_of(np.asarray(self.state.rng))
+
+    def close(self) -> None:
+        self.bar.close()

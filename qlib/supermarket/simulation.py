@@ -1,0 +1,461 @@
+"""Exact simulation of the supermarket model through its count chain: simulate, simulate_many.
+
+Model (Brightwell & Luczak, arXiv:1201.5523; docs/models.md, "count chain"): n FIFO queues
+with Exp(1) service; customers arrive at rate lam n; each samples d queues uniformly (with
+replacement by default) and joins a shortest. The counts u_i = #queues with length >= i form a
+Markov chain, simulated exactly by :mod:`qlib.supermarket.chain` (uniformised at rate
+n(1 + lam): one unit of model time is (1 + lam) n steps).
+
+:func:`simulate` runs ``replicas`` independent copies of one parameter point;
+:func:`simulate_many` runs many points as lanes of one kernel, each bit-identical to its own
+:func:`simulate` call. A result keeps each replica's final counts and random state, so
+``simulate(..., initial=result)`` continues the very same chains.
+
+Each replica draws from its own stream, seeded from (seed, replica index), so a replica's
+result never depends on how many replicas run, on the other points of a grid, or on the
+number of devices.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from qlib import _rng
+from qlib import _validate as V
+from qlib.supermarket import chain as K
+from qlib.supermarket.theory import check_parameters as _theory_check
+from qlib.supermarket.theory import fluid_fixed_point, predicted_max_length
+
+MAX_N = K.MAX_N
+
+__all__ = ["SupermarketResult", "simulate", "simulate_many", "check_parameters", "initial_counts",
+           "counts_from_lengths", "counts_all_at", "default_levels", "MAX_N"]
+
+
+# --------------------------------------------------------------------------- validation
+
+def check_parameters(n: Any, d: Any, lam: Any, replacement: Any = True) -> tuple[int, int, float, bool]:
+    """Validate (n, d, lam, replacement) for simulation (n <= 2^32 - 1); ValueError otherwise."""
+    n = V.integer("n", n, low=1, high=MAX_N)
+    return _theory_check(n, d, lam, replacement)  # type: ignore[return-value]
+
+
+# --------------------------------------------------------------------------- initial states
+
+def counts_from_lengths(lengths: Any) -> np.ndarray:
+    """Counts u_i = #queues with length >= i, i = 0..max, shape (max+1,), from queue lengths (n,)."""
+    q = np.asarray(lengths)
+    if q.ndim != 1 or q.size < 1:
+        raise ValueError(f"lengths must be a non-empty 1-D array of queue lengths; got shape {q.shape}")
+    if not np.issubdtype(q.dtype, np.number) or np.any(~np.isfinite(q)) or np.any(q < 0) \
+            or np.any(q != np.floor(q)):
+        raise ValueError("lengths must hold non-negative integers")
+    q = q.astype(np.int64)
+    hist = np.bincount(q)
+    return np.cumsum(hist[::-1])[::-1].astype(np.int64)
+
+
+def counts_all_at(n: int, length: int) -> np.ndarray:
+    """Counts of the state where every one of the n queues has the given length, shape (length+1,)."""
+    n = V.integer("n", n, low=1, high=MAX_N)
+    length = V.integer("length", length, low=0)
+    return np.full(length + 1, n, dtype=np.int64)
+
+
+def _valid_counts(u: np.ndarray, n: int) -> bool:
+    return (u.ndim >= 1 and u.shape[-1] >= 1 and np.all(u[..., 0] == n) and np.all(u >= 0)
+            and np.all(np.diff(u, axis=-1) <= 0))
+
+
+def _as_int_array(name: str, x: Any) -> np.ndarray:
+    a = np.asarray(x)
+    if not np.issubdtype(a.dtype, np.number) or np.any(~np.isfinite(a)) or np.any(a != np.floor(a)):
+        raise ValueError(f"{name} must hold finite integers")
+    return a.astype(np.int64)
+
+
+def initial_counts(n: int, d: int, lam: float, initial: Any, replacement: bool = True) -> np.ndarray:
+    """Resolve ``initial`` to counts: shape (levels+1,) or (replicas, levels+1).
+
+    ``initial`` is "empty", "fluid" (integer counts nearest n times the fluid fixed point),
+    ``{"counts": u}``, ``{"lengths": q}``, or a bare array: counts u (u_0 = n, non-increasing;
+    1-D, or 2-D with one row per replica) or a length-n vector of queue lengths.
+    """
+    if isinstance(initial, str):
+        V.choice("initial", initial, ("empty", "fluid"))
+        if initial == "empty":
+            return np.array([n, 0], dtype=np.int64)
+        k = predicted_max_length(d, lam) if d > 1 else 1
+        levels = int(min(k if math.isfinite(k) else 1, 60)) + 4
+        s = fluid_fixed_point(d, lam, levels, replacement=replacement, n=None if replacement else n)
+        u = np.rint(n * s).astype(np.int64)
+        while u[-1] > 0:  # (d = 1: geometric tail) extend until the rounded profile ends
+            levels *= 2
+            s = fluid_fixed_point(d, lam, levels, replacement=replacement, n=None if replacement else n)
+            u = np.rint(n * s).astype(np.int64)
+        last = int(np.nonzero(u)[0][-1])
+        return u[: last + 2]
+    if isinstance(initial, Mapping):
+        if set(initial) == {"lengths"}:
+            q = np.asarray(initial["lengths"])
+            if q.ndim != 1 or q.size != n:
+                raise ValueError(f"initial['lengths'] must be a 1-D array of n = {n} queue lengths; got shape {q.shape}")
+            return counts_from_lengths(q)
+        if set(initial) == {"counts"}:
+            u = _as_int_array("initial['counts']", initial["counts"])
+            if not _valid_counts(u, n) or u.ndim > 2:
+                raise ValueError(f"initial['counts'] must have u_0 = n = {n}, be non-negative and non-increasing "
+                                 "(1-D, or 2-D with one row per replica)")
+            return u
+        raise ValueError(f"initial as a mapping must be {{'counts': u}} or {{'lengths': q}}; got keys {sorted(initial)}")
+    a = np.asarray(initial)
+    if a.dtype == object or a.ndim == 0:
+        raise ValueError(f"initial must be 'empty', 'fluid', an array of counts or of queue lengths; got {initial!r}")
+    u = _as_int_array("initial", a)
+    as_counts = _valid_counts(u, n) and u.ndim <= 2
+    as_lengths = u.ndim == 1 and u.size == n and np.all(u >= 0)
+    if as_counts and as_lengths and not np.array_equal(counts_from_lengths(u), u):
+        raise ValueError("initial is ambiguous (valid both as counts and as n queue lengths); "
+                         "pass {'counts': u} or {'lengths': q}")
+    if as_counts:
+        return u
+    if as_lengths:
+        return counts_from_lengths(u)
+    raise ValueError(f"initial must be counts (u_0 = n = {n}, non-increasing, non-negative) or a vector of "
+                     f"n = {n} non-negative queue lengths; got shape {u.shape}")
+
+
+def default_levels(d: int, lam: float, u0: np.ndarray) -> int:
+    """The initial level cap of a run from counts ``u0``: k + 3 (k the predicted maximum)."""
+    k = predicted_max_length(d, lam)
+    guess = int(k) + 3 if math.isfinite(k) else int(math.ceil(math.log(1e-3) / math.log(lam))) + 4
+    return max(guess, u0.shape[-1] + 1, 4)
+
+
+# --------------------------------------------------------------------------- results
+
+@dataclass(frozen=True)
+class SupermarketResult:
+    """Output of :func:`simulate`. Arrays have one row per replica (R = ``replicas``, L = ``levels``).
+
+    - ``tail_fraction[r, i]`` (R, L+1): time average of u_i/n (fraction of queues with
+      length >= i) over the ``steps`` steps after burn-in.
+    - ``max_length[r]`` (R,): the largest queue length present at any step after burn-in.
+    - ``max_length_distribution[r, i]`` (R, L+1): fraction of those steps at which the maximum was i.
+    - ``counts[r, i]`` (R, L+1): the final u_i.
+    - ``state[r]`` (R,) uint64: the final random state of replica r (pass the result as
+      ``initial`` to continue the same chains).
+    - ``batch_tail_fraction[r, b, i]`` (R, batches, L+1): ``tail_fraction`` over each of
+      ``batches`` equal batches.
+    - ``trajectory[r, t, i]`` (R, steps // record_every, L+1): u_i after every
+      ``record_every`` steps (only if asked for).
+    """
+
+    n: int
+    d: int
+    lam: float
+    steps: int
+    burn_in: int
+    seed: int
+    replacement: bool
+    tail_fraction: np.ndarray
+    max_length: np.ndarray
+    max_length_distribution: np.ndarray
+    counts: np.ndarray
+    batch_tail_fraction: np.ndarray
+    state: np.ndarray
+    trajectory: np.ndarray | None = None
+    record_every: int | None = None
+
+    @property
+    def replicas(self) -> int:
+        return self.tail_fraction.shape[0]
+
+    @property
+    def levels(self) -> int:
+        return self.tail_fraction.shape[1] - 1
+
+    @property
+    def queue_length_distribution(self) -> np.ndarray:
+        """Time-average fraction of queues with length exactly i, (R, L+1): s_i - s_{i+1}."""
+        t = self.tail_fraction
+        return t - np.concatenate([t[:, 1:], np.zeros((t.shape[0], 1))], axis=1)
+
+    @property
+    def time(self) -> float:
+        """Model time covered by the measured steps: steps / ((1 + lam) n)."""
+        return self.steps / ((1.0 + self.lam) * self.n)
+
+    def tail_fraction_estimate(self):
+        """Mean and standard error of ``tail_fraction``: over replicas if there are several,
+        else by batch means of the single run (needs ``batches >= 2``)."""
+        from qlib import stats
+
+        if self.replicas >= 2:
+            return stats.replica_mean(self.tail_fraction)
+        if self.batch_tail_fraction.shape[1] >= 2:
+            return stats.replica_mean(self.batch_tail_fraction[0])
+        raise ValueError("an error bar needs replicas >= 2 or batches >= 2")
+
+
+# --------------------------------------------------------------------------- one point's plan
+
+@dataclass
+class _Point:
+    """One parameter point of a run, validated: what its own simulate call would do."""
+
+    n: int
+    d: int
+    lam: float
+    steps: int
+    burn_in: int
+    seed: int
+    u0: np.ndarray  # (R, L0+1) counts
+    rng0: np.ndarray  # (R,) uint64
+    levels: int  # the cap its own call would start with
+
+    @property
+    def end(self) -> int:
+        return self.burn_in + self.steps
+
+
+def _resolve_initial(where: str, n, d, lam, initial, replacement, replicas, seed):
+    """(u0 (R, L0+1), rng0 (R,), seed) from ``initial``, which may be a previous result."""
+    if isinstance(initial, SupermarketResult):
+        res = initial
+        for name, have, want in (("n", res.n, n), ("d", res.d, d), ("lam", res.lam, lam),
+                                 ("replacement", res.replacement, replacement),
+                                 ("replicas", res.replicas, replicas)):
+            if have != want:
+                raise ValueError(f"{where}: initial is a result with {name} = {have!r}, but {name} = {want!r} "
+                                 f"was asked for; a run continues only with the same {name}")
+        if seed is not None and seed != res.seed:
+            raise ValueError(f"{where}: seed = {seed} differs from the continued result's seed = {res.seed}; "
+                             "leave seed out (the result carries its random states)")
+        return res.counts.astype(np.int64), np.asarray(res.state, np.uint64), res.seed
+    seed = 0 if seed is None else seed
+    try:
+        u0 = initial_counts(n, d, lam, initial, replacement)
+    except ValueError as e:
+        raise ValueError(f"{where}{e}" if where.endswith(": ") else str(e)) from None
+    if u0.ndim == 2 and u0.shape[0] != replicas:
+        raise ValueError(f"initial counts with one row per replica must have {replicas} rows; got {u0.shape[0]}")
+    u0 = np.broadcast_to(u0 if u0.ndim == 2 else u0[None], (replicas, u0.shape[-1])).astype(np.int64)
+    return u0, _rng.replica_states_np(seed, np.arange(replicas)), seed
+
+
+def _per_point(name: str, value: Any, P: int, check) -> list:
+    """An int (or None) for every point, or one per point."""
+    if isinstance(value, (list, tuple, np.ndarray)):
+        if len(value) != P:
+            raise ValueError(f"{name} must be one value or one per point ({P}); got {len(value)}")
+        return [check(f"{name}[{j}]", v) for j, v in enumerate(value)]
+    v = check(name, value)
+    return [v] * P
+
+
+def _is_per_point_initial(initial: Any, P: int) -> bool:
+    """A list/tuple of P entries that are not plain numbers is one initial state per point."""
+    if not isinstance(initial, (list, tuple)) or len(initial) != P:
+        return False
+    return not all(isinstance(x, (int, float, np.integer, np.floating)) and not isinstance(x, bool)
+                   for x in initial)
+
+
+# --------------------------------------------------------------------------- public
+
+def simulate(n: int, d: int, lam: float, *, steps: int, replicas: int = 1, seed: int | None = None,
+             burn_in: int = 0, initial: Any = "empty", replacement: bool = True, batches: int = 1,
+             record_every: int | None = None, levels: int | None = None,
+             progress: bool | None = None) -> SupermarketResult:
+    """Simulate ``replicas`` independent copies of the supermarket model's count chain.
+
+    Parameters (paper notation): ``n`` queues, ``d`` choices per arrival, arrival rate ``lam``
+    per queue (0 < lam < 1); ``steps`` uniformised steps are measured after ``burn_in`` steps
+    (one unit of model time is (1 + lam) n steps). ``initial``: "empty", "fluid", counts /
+    queue lengths (see :func:`initial_counts`), or a previous :class:`SupermarketResult`, whose
+    chains are then continued from their final counts and random states (n, d, lam,
+    replacement and replicas must match; ``seed`` is the result's): T steps and then T more
+    end in the same counts as 2T steps in one call, and the time averages combine
+    (weights ``steps``). ``seed`` defaults to 0. ``replacement``: sample the d queues with
+    replacement (the classical model) or without. ``batches`` splits the measured steps into
+    equal batches for batch-means error bars; ``record_every`` stores u every so many steps
+    (no trajectory is kept otherwise). ``levels`` is the initial number of tracked lengths; it
+    grows automatically when a queue would exceed it (the chunk is rerun from its saved state,
+    so the result is the same as with a larger cap: nothing is ever truncated).
+
+    Returns a :class:`SupermarketResult`. The same ``seed`` gives identical arrays, and replica
+    r's numbers do not depend on ``replicas`` or the number of devices.
+    """
+    n, d, lam, replacement = check_parameters(n, d, lam, replacement)
+    steps = V.integer("steps", steps, low=1)
+    replicas = V.integer("replicas", replicas, low=1)
+    if seed is not None:
+        seed = V.integer("seed", seed, low=0, high=2**63 - 1)
+    burn_in = V.integer("burn_in", burn_in, low=0)
+    batches = V.integer("batches", batches, low=1, high=steps)
+    if record_every is not None:
+        record_every = V.integer("record_every", record_every, low=1, high=steps)
+    u0, rng0, seed = _resolve_initial("", n, d, lam, initial, replacement, replicas, seed)
+    L = default_levels(d, lam, u0) if levels is None else V.integer("levels", levels, low=u0.shape[-1])
+    pt = _Point(n, d, lam, steps, burn_in, seed, u0, rng0, L)
+    return _run([pt], replicas, replacement, batches, record_every, progress)[0]
+
+
+def simulate_many(points: Sequence[tuple[int, int, float]], *, steps: int | Sequence[int], replicas: int = 1,
+                  seeds: Sequence[int] | None = None, burn_in: int | Sequence[int] = 0, initial: Any = "empty",
+                  replacement: bool = True, batches: int = 1, record_every: int | None = None,
+                  levels: int | None = None, progress: bool | None = None) -> list[SupermarketResult]:
+    """Simulate many parameter points at once: result p is bit-identical to
+    ``simulate(*points[p], steps=steps[p], burn_in=burn_in[p], replicas=replicas, seed=seeds[p], ...)``.
+
+    ``points`` is a sequence of (n, d, lam); ``steps`` and ``burn_in`` are an int or one per
+    point; ``seeds`` one per point (default 0, 1, ..., P-1); ``initial`` one state for all
+    points or a list of one per point (each anything :func:`simulate` accepts, including a
+    previous result of that point). The other arguments are as in :func:`simulate` and apply
+    to every point. The points run as lanes of one kernel with per-lane parameters; lanes are
+    ordered by run length, so a lane that has finished neither advances nor costs a sequential
+    step (docs: :mod:`qlib.supermarket.chain`).
+    """
+    if isinstance(points, (str, bytes)) or not isinstance(points, Sequence) or len(points) < 1:
+        raise ValueError(f"points must be a non-empty sequence of (n, d, lam); got {points!r}")
+    P = len(points)
+    checked = []
+    for j, pt in enumerate(points):
+        if not isinstance(pt, (tuple, list)) or len(pt) != 3:
+            raise ValueError(f"points[{j}] must be a triple (n, d, lam); got {pt!r}")
+        try:
+            checked.append(check_parameters(*pt, replacement))
+        except ValueError as e:
+            raise ValueError(f"points[{j}]: {e}") from None
+    replacement = checked[0][3]
+    steps_l = _per_point("steps", steps, P, lambda nm, v: V.integer(nm, v, low=1))
+    burn_l = _per_point("burn_in", burn_in, P, lambda nm, v: V.integer(nm, v, low=0))
+    replicas = V.integer("replicas", replicas, low=1)
+    if seeds is None:
+        seeds_l = list(range(P))
+    else:
+        if not isinstance(seeds, (list, tuple, np.ndarray)) or len(seeds) != P:
+            raise ValueError(f"seeds must be a sequence of one seed per point ({P}); got {seeds!r}")
+        seeds_l = [V.integer(f"seeds[{j}]", s, low=0, high=2**63 - 1) for j, s in enumerate(seeds)]
+    batches = V.integer("batches", batches, low=1, high=min(steps_l))
+    if record_every is not None:
+        record_every = V.integer("record_every", record_every, low=1, high=min(steps_l))
+    inits = list(initial) if _is_per_point_initial(initial, P) else [initial] * P
+    pts = []
+    for j, ((n, d, lam, _), st, bi, sd, ini) in enumerate(zip(checked, steps_l, burn_l, seeds_l, inits)):
+        u0, rng0, sd = _resolve_initial(f"points[{j}]: ", n, d, lam, ini, replacement, replicas,
+                                        sd if not isinstance(ini, SupermarketResult) or seeds is not None else None)
+        L = default_levels(d, lam, u0) if levels is None else V.integer("levels", levels, low=u0.shape[-1])
+        pts.append(_Point(n, d, lam, st, bi, sd, u0, rng0, L))
+    return _run(pts, replicas, replacement, batches, record_every, progress)
+
+
+# --------------------------------------------------------------------------- the run
+
+def _exact_zeros(shape, big: bool) -> np.ndarray:
+    # int64 holds every time sum below 2^63; beyond, Python integers (never rounded)
+    return np.zeros(shape, dtype=object if big else np.int64)
+
+
+def _run(pts: list[_Point], R: int, replacement: bool, batches: int, record_every: int | None,
+         progress: bool | None) -> list[SupermarketResult]:
+    P = len(pts)
+    # lanes: points sorted by run length (longest first), R replicas each
+    order = sorted(range(P), key=lambda j: -pts[j].end)
+    lane0 = {j: i * R for i, j in enumerate(order)}  # first logical lane of point j
+    lanes = P * R
+    L0 = max(p.levels for p in pts)
+    width0 = max(p.u0.shape[1] for p in pts)
+    u0 = np.zeros((1, width0, lanes), np.int64)
+    rng0 = np.zeros(lanes, np.uint64)
+    for j, p in enumerate(pts):
+        sl = slice(lane0[j], lane0[j] + R)
+        u0[0, : p.u0.shape[1], sl] = p.u0.T
+        rng0[sl] = p.rng0
+    params = K.lane_params([(pts[j].n, pts[j].d, pts[j].lam) for j in order], [R] * P)
+    end = max(p.end for p in pts)
+    if progress is None:
+        progress = sum(p.end * R * max(p.levels, 4) for p in pts) >= 5e10  # roughly > 10 s of work
+    big = any(p.steps * p.n >= 2**62 for p in pts)
+
+    # Cut points: every point's burn-in end, batch ends, record points and end.
+    batch_ends: dict[int, dict[int, int]] = {j: {p.burn_in + (p.steps * b) // batches: b - 1
+                                                 for b in range(1, batches + 1)} for j, p in enumerate(pts)}
+    record_at = {j: (set(range(p.burn_in + record_every, p.end + 1, record_every)) if record_every else set())
+                 for j, p in enumerate(pts)}
+    cuts = set()
+    for j, p in enumerate(pts):
+        cuts |= set(batch_ends[j]) | record_at[j] | ({p.burn_in} if p.burn_in else set())
+    cuts = sorted(cuts)
+
+    lane_point = np.empty(lanes, np.int64)
+    for j in range(P):
+        lane_point[lane0[j]: lane0[j] + R] = j
+    burn = np.array([pts[j].burn_in for j in lane_point])
+    stop = np.array([pts[j].end for j in lane_point])
+
+    drv = K.ChainDriver(u0.astype(np.uint32), rng0, params, replacement=replacement, levels=L0,
+                        progress=progress, total=end, desc="supermarket")
+    try:
+        total_u = _exact_zeros((drv.levels + 1, lanes), big)
+        total_busy = np.zeros((drv.levels + 1, lanes), np.int64)
+        batch_sum: dict[int, list] = {j: [] for j in range(P)}
+        last_batch = _exact_zeros((drv.levels + 1, lanes), big)
+        frames: dict[int, list] = {j: [] for j in range(P)}
+        t = 0
+        for cut in cuts:
+            active = stop > t
+            measuring = active & (burn <= t)
+            if cut > t:
+                out = drv.run(cut - t, observe="sums" if measuring.any() else "seen", active=drv.mask(active))
+                if drv.levels + 1 > total_u.shape[0]:
+                    w = drv.levels + 1
+                    total_u, total_busy, last_batch = (K.pad_levels(a, w) for a in (total_u, total_busy, last_batch))
+                if measuring.any():
+                    su, sb = drv.lanes_of(out["sum_u"]), drv.lanes_of(out["sum_busy"])
+                    total_u[:, measuring] += su[:, measuring].astype(total_u.dtype)
+                    total_busy[:, measuring] += sb[:, measuring]
+                t = cut
+            u_now = None
+            for j in range(P):
+                sl = slice(lane0[j], lane0[j] + R)
+                if t in batch_ends[j]:
+                    batch_sum[j].append((total_u[:, sl] - last_batch[:, sl]).copy())
+                    last_batch[:, sl] = total_u[:, sl]
+                if t in record_at[j]:
+                    if u_now is None:
+                        u_now = drv.counts()[0]
+                    frames[j].append(u_now[:, sl].copy())
+        peak = drv.peak()
+        counts = drv.counts()[0]
+        state = drv.rng()
+    finally:
+        drv.close()
+
+    results = []
+    for j, p in enumerate(pts):
+        sl = slice(lane0[j], lane0[j] + R)
+        L = K.final_levels(p.levels, int(peak[sl].max()))
+        w = L + 1
+        fit = lambda a: K.pad_levels(a, max(w, a.shape[0]))[:w]  # noqa: E731
+        tail = fit(total_u[:, sl]).astype(np.float64).T / float(p.steps * p.n)
+        busy = fit(total_busy[:, sl]).T / p.steps  # P(u_i > 0) = P(max length >= i)
+        busy[:, 0] = 1.0
+        max_dist = busy - np.concatenate([busy[:, 1:], np.zeros((R, 1))], axis=1)
+        nz = busy > 0
+        max_length = (L - np.argmax(nz[:, ::-1], axis=1)).astype(np.int64)
+        lengths = np.diff([p.burn_in] + sorted(batch_ends[j]))
+        bt = np.stack([fit(b).astype(np.float64).T for b in batch_sum[j]], axis=1) \
+            / (lengths[None, :, None] * p.n)
+        traj = np.stack([fit(f).T for f in frames[j]], axis=1).astype(np.int64) if frames[j] else None
+        results.append(SupermarketResult(
+            n=p.n, d=p.d, lam=p.lam, steps=p.steps, burn_in=p.burn_in, seed=p.seed, replacement=replacement,
+            tail_fraction=tail, max_length=max_length, max_length_distribution=max_dist,
+            counts=np.ascontiguousarray(fit(counts[:, sl]).T), batch_tail_fraction=bt,
+            state=state[sl].copy(), trajectory=traj, record_every=record_every))
+    return results
