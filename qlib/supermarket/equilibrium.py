@@ -222,32 +222,43 @@ def estimate_equilibrium_many(points: Sequence[tuple[int, int, float]], *, rel_e
         method.append(f"{BURN_IN_TAUS:g} tau = {b_tau} steps (the coupling did not certify a shorter one)"
                       if burn_in == "auto" and math.isfinite(k) else f"{BURN_IN_TAUS:g} tau = {b_tau} steps")
 
-    # --- batches, round by round, continuing every chain exactly
+    # --- batches, round by round, continuing every chain exactly. A round runs m batches in
+    # one call; m grows with what the CI still needs, so a long estimate costs few calls.
     results: list[SupermarketResult | None] = [None] * P
-    tails: list[list[np.ndarray]] = [[] for _ in range(P)]  # per round: (replicas, L+1)
-    maxes: list[list[np.ndarray]] = [[] for _ in range(P)]
+    tails: list[list[np.ndarray]] = [[] for _ in range(P)]  # per round: (replicas, m, L+1)
+    maxes: list[list[tuple[int, np.ndarray]]] = [[] for _ in range(P)]  # (steps, (replicas, L+1))
+    nb = [0] * P
+    want = [min_batches] * P  # batches to run in the next round
     done = [False] * P
     est: list[tuple] = [None] * P  # type: ignore[list-item]
     bar = _progress.progress_bar(sum(cap), show=progress, desc="equilibrium", unit="step")
     try:
         while not all(done):
             todo = [p for p in range(P) if not done[p]]
-            out = simulate_many([pts[p] for p in todo], steps=[batch[p] for p in todo], replicas=replicas,
-                                seeds=[seeds[p] for p in todo],
-                                burn_in=[burn[p] if results[p] is None else 0 for p in todo],
-                                initial=[results[p] if results[p] is not None else "empty" for p in todo],
-                                replacement=replacement)
-            for p, r in zip(todo, out):
-                results[p] = r
-                tails[p].append(r.tail_fraction)
-                maxes[p].append(r.max_length_distribution)
-                bar.update(batch[p])
+            m_of = {p: max(1, min(want[p], cap[p] // batch[p] - nb[p])) for p in todo}
+            # one call per round size (a call runs one batch count for all of its points)
+            for m in sorted(set(m_of.values())):
+                grp = [p for p in todo if m_of[p] == m]
+                out = simulate_many([pts[p] for p in grp], steps=[m * batch[p] for p in grp], replicas=replicas,
+                                    seeds=[seeds[p] for p in grp], batches=m,
+                                    burn_in=[burn[p] if results[p] is None else 0 for p in grp],
+                                    initial=[results[p] if results[p] is not None else "empty" for p in grp],
+                                    replacement=replacement)
+                for p, r in zip(grp, out):
+                    results[p] = r
+                    tails[p].append(r.batch_tail_fraction)
+                    maxes[p].append((r.steps, r.max_length_distribution))
+                    nb[p] += m
+                    bar.update(m * batch[p])
+            for p in todo:
                 est[p] = _summarise(tails[p], maxes[p], pts[p][2], levels[p])
-                nb = len(tails[p])
                 mean, half = est[p][0][levels[p]], est[p][1][levels[p]]
-                ok = nb >= min_batches and mean > 0 and half <= rel_error * mean
-                if ok or (nb + 1) * batch[p] > cap[p]:
+                if (nb[p] >= min_batches and mean > 0 and half <= rel_error * mean) or nb[p] >= cap[p] // batch[p]:
                     done[p] = True
+                    continue
+                # batches still needed if the variance per batch stays what it is (at least double)
+                need = nb[p] * (half / (rel_error * mean)) ** 2 if mean > 0 else 2 * nb[p]
+                want[p] = int(min(max(nb[p], math.ceil(1.1 * need) - nb[p]), 4 * nb[p]))
     finally:
         bar.close()
 
@@ -255,29 +266,30 @@ def estimate_equilibrium_many(points: Sequence[tuple[int, int, float]], *, rel_e
     for p, (n, d, lam) in enumerate(pts):
         mean, half, factor, mmean, mhalf, lag1 = est[p]
         lv = min(levels[p], mean.size - 1)
-        nb = len(tails[p])
         rel = float(half[lv] / mean[lv]) if mean[lv] > 0 else float("inf")
         out_est.append(EquilibriumEstimate(
             n=n, d=d, lam=lam, replacement=replacement, tail_fraction=mean, ci_low=mean - half,
             ci_high=mean + half, max_length_distribution=mmean, max_ci_low=np.clip(mmean - mhalf, 0, 1),
             max_ci_high=np.clip(mmean + mhalf, 0, 1), level=levels[p], rel_error=rel_error,
             relative_halfwidth=rel, converged=bool(rel <= rel_error), relaxation_time=tau[p],
-            relaxation_times=nb * batch[p] / per_tau[p], burn_in=burn[p], burn_in_method=method[p],
-            steps=nb * batch[p], batch_steps=batch[p], batches=nb, replicas=replicas, seed=seeds[p],
+            relaxation_times=nb[p] * batch[p] / per_tau[p], burn_in=burn[p], burn_in_method=method[p],
+            steps=nb[p] * batch[p], batch_steps=batch[p], batches=nb[p], replicas=replicas, seed=seeds[p],
             batch_lag1=lag1, variance_factor=float(factor[lv])))
     return out_est
 
 
-def _summarise(tails: list[np.ndarray], maxes: list[np.ndarray], lam: float, level: int):
-    """Pooled batch-means estimates from per-round arrays (replicas, L_round+1)."""
-    L1 = max(max(t.shape[1] for t in tails), level + 1)
-    T = np.stack([_pad(t, L1) for t in tails], axis=1)  # (replicas, batches, L+1)
-    M = np.stack([_pad(m, L1) for m in maxes], axis=1)
+def _summarise(tails: list[np.ndarray], maxes: list[tuple[int, np.ndarray]], lam: float, level: int):
+    """Pooled batch-means estimates of the tail from per-round (replicas, m, L_round+1) arrays;
+    the law of the maximum from replica means over the whole run (R - 1 degrees of freedom)."""
+    L1 = max(max(t.shape[2] for t in tails), max(m.shape[1] for _, m in maxes), level + 1)
+    T = np.concatenate([_pad(t, L1) for t in tails], axis=1)  # (replicas, batches, L+1)
     R, B = T.shape[:2]
     flat = T.reshape(R * B, L1)
     mean, half, factor = _pooled(flat, flat[:, 1], lam)
-    mmean, mhalf, _ = _pooled(M.reshape(R * B, L1), None, lam)
-    return mean, half, factor, mmean, mhalf, _lag1(T[:, :, level])
+    w = np.array([s for s, _ in maxes], dtype=float)
+    M = sum(wi * _pad(m, L1) for wi, (_, m) in zip(w, maxes)) / w.sum()  # (replicas, L+1)
+    est = stats.replica_mean(M)
+    return mean, half, factor, est.mean, est.halfwidth(), _lag1(T[:, :, level])
 
 
 __all__ = ["EquilibriumEstimate", "estimate_equilibrium", "estimate_equilibrium_many", "default_level"]

@@ -236,7 +236,11 @@ def _resolve_initial(where: str, n, d, lam, initial, replacement, replicas, seed
         if seed is not None and seed != res.seed:
             raise ValueError(f"{where}: seed = {seed} differs from the continued result's seed = {res.seed}; "
                              "leave seed out (the result carries its random states)")
-        return res.counts.astype(np.int64), np.asarray(res.state, np.uint64), res.seed
+        # Trailing all-zero levels are dropped: a continued run starts from the levels in use,
+        # so a chain continued many times does not accumulate empty levels (and cost).
+        u = res.counts.astype(np.int64)
+        used = int(np.max(np.nonzero(u.any(axis=0))[0])) + 1
+        return u[:, : max(used, 2)], np.asarray(res.state, np.uint64), res.seed
     seed = 0 if seed is None else seed
     try:
         u0 = initial_counts(n, d, lam, initial, replacement)
