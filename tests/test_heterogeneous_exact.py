@@ -509,8 +509,12 @@ def test_relaxation_time_bounds_limits_and_scaling():
     np.testing.assert_allclose(heavy, [1 / H.queue_gap(r * S, mus) for r in (0.6, 0.7, 0.8, 0.9, 0.95)],
                                rtol=1e-12)
     assert H.relaxation_time(0.05 * S, mus) > H.relaxation_time(0.3 * S, mus)
-    # longest idle has the same stationary law as random but not the same chain
+    # longest idle has the same stationary law as random but not the same chain; at light load
+    # its idle order mixes only through two customers in service at once: tau ~ c / lam^2
     assert H.relaxation_time(0.3 * S, mus, policy="longest_idle") > 1.2 * H.relaxation_time(0.3 * S, mus)
+    m = np.array([3.0, 2.0, 1.0])
+    t3, t4 = (H.relaxation_time(lam, m, policy="longest_idle") * lam**2 for lam in (1e-3, 1e-4))
+    assert t3 == pytest.approx(t4, rel=0.01) and H.relaxation_time(1e-4, m) < 2.0
 
 
 def test_log_stationary_product_form_equals_the_solve():

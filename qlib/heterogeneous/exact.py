@@ -578,20 +578,34 @@ def relaxation_time(lam: float, mus: ArrayLike, *, policy: str = "random") -> fl
     :func:`qlib.heterogeneous.simulate` covers steps / (Lambda * relaxation_time) relaxation
     times, Lambda = lam + sum(mus).
 
-    How it is computed, exactly up to the eigen-solver's rounding: the queue is infinite, and
-    its part q >= 1 is an M/M/1 queue with rates (lam, sum(mus)), whose spectrum is the interval
-    [g_Q, (sqrt(sum mu) + sqrt(lam))^2], g_Q = :func:`queue_gap`. So the gap is g_Q or an
-    isolated eigenvalue below it, whose eigenvector decays geometrically in q. The generator is
-    truncated at a queue cap K (first K with rho^K < 1e-12, the stationary mass beyond) and its
-    gap g_K computed (sparse, see :func:`_truncated_gap`); the answer is min(g_K, g_Q), with K
-    doubled until it changes by < 1e-9 relatively. For "random" (reversible) min(g_K, g_Q) is an
-    upper bound on the gap at every K (the truncated chain's eigenfunction, extended constant
-    beyond K, is a test function for the infinite one) and converges to it. "random" is
-    reversible and solved as a symmetric problem; "fastest", "slowest" and "longest_idle" are
-    not (the route into a busy set differs from the route out), and their real parts come
-    from a non-symmetric solve.
+    How it is computed (exact up to the eigen-solver's rounding and a 1e-9 convergence test):
+    the queue is unbounded, and its part q >= 1 (all servers busy) is the M/M/1 queue with rates
+    (lam, sum(mus)), whose spectrum is the interval [g_Q, (sqrt(sum mu) + sqrt(lam))^2],
+    g_Q = :func:`queue_gap`. So the gap is g_Q or an isolated eigenvalue below it, whose
+    eigenvector decays geometrically in q. The generator is truncated at a queue cap K (first
+    K >= 8 with rho^K < 1e-12, the stationary mass beyond), its gap g_K computed on the
+    generator symmetrised with the stationary law (:func:`_truncated_gap`), and the answer is
+    1/min(g_K, g_Q), K doubled until that changes by < 1e-9 relatively (the truncated chain's
+    eigenvalues approach g_Q from above only like 1/K^2, so g_K alone would be off by a few
+    percent at rho = 0.9 even with the 1e-12 cap; isolated eigenvalues converge geometrically).
 
-    Limits: n <= :data:`RELAXATION_MAX_N` [policy] (12, or 7 for "longest_idle"); larger n
+    "random" is reversible, and solved as a symmetric problem; there min(g_K, g_Q) is an upper
+    bound on the true gap at every K (the truncated chain's eigenfunction, extended constant
+    beyond K, is a test function for the infinite chain; g_Q is the bottom of the queue's
+    continuum), so the returned time never exceeds the true one. "fastest", "slowest" and
+    "longest_idle" are not reversible (under "longest_idle" a server freed goes to the back of
+    the idle list, but is taken from the front), so their real parts come from a non-symmetric
+    solve, and the min with g_Q is justified by the same queue structure, not by a variational
+    bound. Under "longest_idle" at light load the order of the idle servers mixes slowly (a
+    change other than a rotation needs two customers in service at once): the relaxation time
+    grows like 1/lam^2 as lam -> 0, though the stationary busy-set law is that of "random".
+
+    In the notebook's regime (n = 6, rates geometric 10..1, "random") the gap is g_Q from
+    rho ~ 0.42 up (the queue is the slowest part); below, an isolated eigenvalue set by the
+    slow servers (tau -> 1/min(mus) as lam -> 0). So tau is not monotone in rho.
+
+    Limits: n <= :data:`RELAXATION_MAX_N` [policy] (12, or 7 for "longest_idle"; n = 12 takes
+    seconds to a minute, dominated by sparse LU factors of the 2^n-state hypercube); larger n
     raises ValueError. For any n, 1/g_Q is a lower bound (the queue alone), not the value.
     """
     lam_f, m = check_rates(lam, mus)
