@@ -11,7 +11,8 @@ must agree bit for bit. Replicas run in parallel with ``numba.prange``.
 Per step: w1 = next word, w2 = next word; w1 < C_0 is an arrival, else the server j with
 C_j <= w1 < C_{j+1} (C_n = 2^64) has a potential completion; an arrival that finds k idle
 servers takes the r-th of them with r = floor(w2 k / 2^64) ("random"), the one idle the longest
-("longest_idle"), or the fastest ("fastest", servers sorted fastest first); else it waits.
+("longest_idle"), the fastest ("fastest", servers sorted fastest first) or the slowest
+("slowest", servers sorted slowest first; ties in input order for both); else it waits.
 
 Needs the optional ``bench`` extra (numba).
 """
@@ -119,7 +120,7 @@ def _kernel(states, cuts, bounds, policy, burn_in, steps, busy_acc, done_acc, q_
                             if not busy[j] and (best < 0 or stamp[j] < stamp[best]):
                                 best = j
                         busy[best] = True
-                    else:  # fastest (servers sorted fastest first)
+                    else:  # fastest / slowest: the first idle server (sorted by rate)
                         for j in range(n):
                             if not busy[j]:
                                 busy[j] = True
@@ -151,7 +152,12 @@ def simulate_reference(lam: float, mus, *, steps: int, replicas: int = 1, seed: 
     counters in input order: "busy" (R, n) steps busy, "done" (R, n) completions, "q" (R,) sum
     of the queue length after each step, "arrivals" (R,), "waits" (R,)."""
     lam_f, m = check_rates(lam, mus)
-    perm = np.argsort(-m, kind="stable") if policy == "fastest" else np.arange(m.size)
+    if policy == "fastest":
+        perm = np.argsort(-m, kind="stable")
+    elif policy == "slowest":
+        perm = np.argsort(m, kind="stable")
+    else:
+        perm = np.arange(m.size)
     cuts = cut_points(lam_f, m[perm])
     n = m.size
     busy_acc = np.zeros((replicas, n), np.int64)
@@ -159,7 +165,7 @@ def simulate_reference(lam: float, mus, *, steps: int, replicas: int = 1, seed: 
     q_acc = np.zeros(replicas, np.int64)
     arr_acc = np.zeros(replicas, np.int64)
     wait_acc = np.zeros(replicas, np.int64)
-    code = {"random": 0, "longest_idle": 1, "fastest": 2}[policy]
+    code = {"random": 0, "longest_idle": 1, "fastest": 2, "slowest": 2}[policy]
     _kernel(replica_states(seed, replicas), cuts, rank_boundaries(n), code, burn_in, steps,
             busy_acc, done_acc, q_acc, arr_acc, wait_acc)
     inv = np.argsort(perm)

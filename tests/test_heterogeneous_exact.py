@@ -3,6 +3,7 @@ rationals, Cabral's claims and identities, pair_margins, and input validation.""
 
 from __future__ import annotations
 
+import math
 from fractions import Fraction
 
 import numpy as np
@@ -11,6 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import qlib.heterogeneous as H
+import qlib.heterogeneous.exact as E
 
 WORKED_LAM, WORKED_MUS = 3.0, np.array([3.0, 2.0, 1.0])
 
@@ -267,7 +269,7 @@ EXACT_FUNCTIONS = [
     H.busy_probabilities, H.idle_probabilities, H.effective_rates, H.busy_count_distribution,
     H.wait_probability, H.mean_queue_length, H.mean_number_in_system, H.joint_probabilities,
     H.pair_margins, H.stationary_distribution, H.generator_solve, H.fastest_busy_probabilities,
-    H.step_probabilities,
+    H.slowest_busy_probabilities, H.relaxation_time, H.queue_gap, H.step_probabilities,
 ]
 BAD_MUS = [[True, True], ["1", "2"], [1.0, True], np.array([True, False]), "12", 3.0, [[1.0, 2.0]], [],
            [1.0, float("nan")], [1.0, -1.0], [1.0, 0.0], [1.0, float("inf")], [1.0 + 1j, 2.0], None]
@@ -310,3 +312,228 @@ def test_oracle_limits():
         H.stationary_distribution(1.0, np.ones(13))
     with pytest.raises(ValueError, match="policy"):
         H.generator_solve(1.0, [1.0, 2.0], policy="longest_idle")
+
+
+# ----------------------------------------------------------------------------- routing counterfactuals
+def _exact_busy_by_policy(lam, mus, policy):
+    """P_j in exact rationals for routing ``policy``, from the model's rules (not the product
+    form): the chain censored to q = 0 over the 2^n busy sets, solved by Gaussian elimination;
+    the queue rides on the all-busy set, pi(all, q) = pi(all, 0) rho^q."""
+    lam = Fraction(lam)
+    mu = [Fraction(float(m)) for m in mus]
+    n, N = len(mu), 1 << len(mu)
+    rho = lam / sum(mu)
+    order = sorted(range(n), key=lambda j: (-mu[j] if policy == "fastest" else mu[j], j))
+    R = [[Fraction(0)] * N for _ in range(N)]
+    for s in range(N):
+        idle = [j for j in range(n) if not s >> j & 1]
+        if idle and policy == "random":
+            for j in idle:
+                R[s][s | 1 << j] += lam / len(idle)
+        elif idle:
+            j = next(j for j in order if not s >> j & 1)
+            R[s][s | 1 << j] += lam
+        for j in range(n):
+            if s >> j & 1:
+                R[s][s & ~(1 << j)] += mu[j]
+    A = [[R[t][s] if t != s else -sum(R[s]) for t in range(N)] for s in range(N)]  # pi R = 0
+    A[0], b = [Fraction(1)] * N, [Fraction(1)] + [Fraction(0)] * (N - 1)
+    for c in range(N):
+        p = next(r for r in range(c, N) if A[r][c] != 0)
+        A[c], A[p], b[c], b[p] = A[p], A[c], b[p], b[c]
+        for r in range(N):
+            if r != c and A[r][c] != 0:
+                f = A[r][c] / A[c][c]
+                A[r] = [x - f * y for x, y in zip(A[r], A[c])]
+                b[r] -= f * b[c]
+    pi = [b[i] / A[i][i] for i in range(N)]
+    pi[N - 1] /= 1 - rho
+    Z = sum(pi)
+    return [sum(pi[s] for s in range(N) if s >> j & 1) / Z for j in range(n)]
+
+
+@pytest.mark.parametrize("policy", ["random", "fastest", "slowest"])
+@pytest.mark.parametrize("lam,mus", [(3.0, [3.0, 2.0, 1.0]), (4.0, [2.0, 1.0, 2.0, 0.5, 1.5])])
+def test_generator_solve_matches_exact_rationals_for_each_routing(policy, lam, mus):
+    """Unsorted rates with a tie in the second case: ties go to the lower input index."""
+    exact = np.array([float(p) for p in _exact_busy_by_policy(lam, mus, policy)])
+    sets, ps, _ = H.generator_solve(lam, mus, policy=policy)
+    np.testing.assert_allclose(H.marginals_from_sets(sets, ps), exact, rtol=1e-12)
+    fn = {"random": H.busy_probabilities, "fastest": H.fastest_busy_probabilities,
+          "slowest": H.slowest_busy_probabilities}[policy]
+    np.testing.assert_allclose(fn(lam, mus), exact, rtol=1e-12)
+    assert abs(np.dot(mus, exact) - lam) < 1e-12 * lam  # work conservation, whatever the routing
+
+
+def test_slowest_worked_example_breaks_claim_2():
+    """lam = 3, mus = (3, 2, 1), slowest idle first: P = (53/148, 211/370, 581/740) exactly,
+    mu P = (1.0743, 1.1405, 0.7851): the fast server is still busy least (claim 1 holds), but
+    it does less work than the middle one (claim 2 fails), and P_1 < (mu_2/mu_1) P_2 (the lower
+    end of claim 3 fails). Fastest idle first, for contrast: mu P = (1.6678, 0.9113, 0.4209),
+    claim 2 holds and claim 1 fails."""
+    P = _exact_busy_by_policy(3.0, [3.0, 2.0, 1.0], "slowest")
+    assert P == [Fraction(53, 148), Fraction(211, 370), Fraction(581, 740)]
+    got = H.slowest_busy_probabilities(WORKED_LAM, WORKED_MUS)
+    np.testing.assert_allclose(got, [53 / 148, 211 / 370, 581 / 740], rtol=1e-13)
+    work = WORKED_MUS * got
+    np.testing.assert_allclose(work, [1.0743243243, 1.1405405405, 0.7851351351], rtol=1e-10)
+    assert work[0] < work[1]  # claim 2 fails for the pair (1, 2)
+    assert got[0] < got[1] < got[2]  # claim 1 holds
+    assert got[0] < WORKED_MUS[1] / WORKED_MUS[0] * got[1]  # lower end of claim 3 fails
+    fast = WORKED_MUS * H.fastest_busy_probabilities(WORKED_LAM, WORKED_MUS)
+    np.testing.assert_allclose(fast, [1.6677786499, 0.9113029827, 0.4209183673], rtol=1e-9)
+    assert np.all(np.diff(fast) < 0)  # claim 2 holds under "fastest" ...
+    P_f = fast / WORKED_MUS
+    assert P_f[0] > P_f[1]  # ... and claim 1 fails
+
+
+# ----------------------------------------------------------------------------- relaxation time
+def _dense_generator(lam, mus, policy, cap):
+    """The truncated generator, dense, built from the model's rules with its own state
+    enumeration (busy sets as frozensets, or the idle list as a tuple for "longest_idle";
+    the queue 1..cap on the all-busy state; arrivals at q = cap are dropped)."""
+    import itertools
+
+    n = len(mus)
+    if policy == "longest_idle":
+        keys = [t for k in range(n + 1) for t in itertools.permutations(range(n), k)]
+    else:
+        keys = [frozenset(c) for k in range(n + 1) for c in itertools.combinations(range(n), k)]
+    states = [(key, 0) for key in keys] + [(None, q) for q in range(1, cap + 1)]
+    index = {s: i for i, s in enumerate(states)}
+    order = sorted(range(n), key=lambda j: (-mus[j] if policy == "fastest" else mus[j], j))
+    all_busy = () if policy == "longest_idle" else frozenset(range(n))
+    Q = np.zeros((len(states), len(states)))
+    for (key, q), i in index.items():
+        out = []
+        if key is None:  # all busy, q waiting
+            out.append(((key, q + 1), lam) if q < cap else None)
+            out.append(((all_busy, 0) if q == 1 else (None, q - 1), sum(mus)))
+        elif policy == "longest_idle":
+            out.append(((key[1:], 0), lam) if key else ((None, 1), lam) if cap else None)
+            out += [((key + (j,), 0), mus[j]) for j in range(n) if j not in key]
+        else:
+            idle = [j for j in range(n) if j not in key]
+            if not idle:
+                out.append(((None, 1), lam) if cap else None)
+            elif policy == "random":
+                out += [((key | {j}, 0), lam / len(idle)) for j in idle]
+            else:
+                out.append(((key | {next(j for j in order if j not in key)}, 0), lam))
+            out += [((key - {j}, 0), mus[j]) for j in key]
+        for t in out:
+            if t is not None:
+                Q[i, index[t[0]]] += t[1]
+    return Q - np.diag(Q.sum(axis=1))
+
+
+def _dense_gap(Q):
+    ev = np.linalg.eigvals(-Q)
+    ev = np.delete(ev, np.argmin(np.abs(ev)))
+    return float(ev.real.min())
+
+
+@pytest.mark.parametrize("policy", H.POLICIES)
+@pytest.mark.parametrize("lam,mus", [(1.0, [3.0, 2.0, 1.0]), (1.5, [4.0, 1.0, 2.5, 0.7])])
+def test_relaxation_time_matches_a_dense_eigen_solve(policy, lam, mus):
+    """Light load, where the gap is an isolated eigenvalue below the queue's part of the spectrum
+    (checked): the truncated gap of the sparse and dense paths equals a dense eigen-solve of an
+    independently built generator, and relaxation_time equals its inverse."""
+    mus = np.array(mus)
+    raw = _dense_gap(_dense_generator(lam, mus, policy, 24))  # (raw -Q is ill-conditioned: keep K small)
+    assert raw < 0.9 * H.queue_gap(lam, mus)
+    both = [E._truncated_gap(lam, mus, policy, 24, dense=dense) for dense in (True, False)]
+    assert both[0] == pytest.approx(both[1], rel=1e-11)  # every eigenvalue vs shift-invert near 0
+    assert both[0] == pytest.approx(raw, rel=1e-7)
+    assert H.relaxation_time(lam, mus, policy=policy) == pytest.approx(1 / raw, rel=1e-7)
+
+
+@pytest.mark.parametrize("rho", [0.1, 0.5, 0.9, 0.99])
+def test_relaxation_time_of_mm1(rho):
+    """n = 1 is the M/M/1 queue, gap (sqrt(mu) - sqrt(lam))^2; its truncation to K + 1
+    customers has the closed-form gap lam + mu - 2 sqrt(lam mu) cos(pi / (K + 2))."""
+    mu = 2.0
+    lam = rho * mu
+    for policy in H.POLICIES:
+        assert H.relaxation_time(lam, [mu], policy=policy) == pytest.approx(
+            1 / (math.sqrt(mu) - math.sqrt(lam)) ** 2, rel=1e-12)
+    for K in (5, 40, 600):
+        want = lam + mu - 2 * math.sqrt(lam * mu) * math.cos(math.pi / (K + 2))
+        for policy, dense in (("random", K < 100), ("random", False), ("fastest", K < 100), ("fastest", False)):
+            assert E._truncated_gap(lam, np.array([mu]), policy, K, dense=dense) == pytest.approx(want, rel=1e-9)
+
+
+@pytest.mark.parametrize("policy", ["random", "slowest"])
+def test_heavy_load_gap_is_the_queues(policy):
+    """At rho = 0.8 the truncated gaps decrease to queue_gap from above like 1/K^2 (the M/M/1
+    continuum; no eigenvalue below it), so relaxation_time = 1/queue_gap. The dense solve of
+    the independent generator agrees with the truncated gap at K = 40."""
+    mus = np.array([3.0, 2.0, 1.0])
+    lam = 0.8 * mus.sum()
+    gq = H.queue_gap(lam, mus)
+    assert E._truncated_gap(lam, mus, policy, 40) == pytest.approx(
+        _dense_gap(_dense_generator(lam, mus, policy, 40)), rel=1e-8)
+    caps = [100, 200, 400, 800]
+    excess = np.array([E._truncated_gap(lam, mus, policy, K) - gq for K in caps])
+    assert np.all(excess > 0) and np.all(np.diff(excess) < 0)
+    np.testing.assert_allclose(excess[:-1] / excess[1:], 4.0, rtol=0.1)
+    assert H.relaxation_time(lam, mus, policy=policy) == pytest.approx(1 / gq, rel=1e-12)
+
+
+def test_relaxation_time_bounds_limits_and_scaling():
+    mus = np.geomspace(10.0, 1.0, 6)
+    S = mus.sum()
+    # never below the queue's own relaxation time, 1/queue_gap
+    for rho in (0.05, 0.3, 0.6, 0.9):
+        for policy in H.POLICIES:
+            assert H.relaxation_time(rho * S, mus, policy=policy) >= (1 - 1e-12) / H.queue_gap(rho * S, mus)
+    # variational bound: the indicator of "j busy" has Dirichlet form mu_j P(j busy, no queue),
+    # so gap <= mu_j P(j busy, q = 0) / (P_j (1 - P_j)) for every j (reversible "random")
+    for lam, m in ((3.0, np.array([3.0, 2.0, 1.0])), (0.2 * S, mus)):
+        sets, p = H.stationary_distribution(lam, m)
+        p0 = p.copy()
+        p0[sets.all(axis=1)] *= 1 - lam / m.sum()  # the all-busy set without a queue
+        P = H.busy_probabilities(lam, m)
+        bound = m * (p0 @ sets) / (P * (1 - P))
+        assert 1 / H.relaxation_time(lam, m) <= bound.min() * (1 + 1e-9)
+    # light-load limit: every busy server just finishes, the slowest last: tau -> 1/min(mu)
+    m = np.array([3.0, 2.0, 0.5])
+    for policy in ("random", "fastest", "slowest"):
+        assert H.relaxation_time(1e-7, m, policy=policy) == pytest.approx(2.0, rel=1e-5)
+    # time scale: rates x c make the chain c times faster
+    assert H.relaxation_time(7.3 * 3.0, 7.3 * m) == pytest.approx(H.relaxation_time(3.0, m) / 7.3, rel=1e-10)
+    # heavy load: the queue's 1/queue_gap, increasing in rho; light load: not monotone (the slow
+    # server's own busy/idle flips dominate and arrivals speed them up)
+    heavy = [H.relaxation_time(r * S, mus) for r in (0.6, 0.7, 0.8, 0.9, 0.95)]
+    assert np.all(np.diff(heavy) > 0)
+    np.testing.assert_allclose(heavy, [1 / H.queue_gap(r * S, mus) for r in (0.6, 0.7, 0.8, 0.9, 0.95)],
+                               rtol=1e-12)
+    assert H.relaxation_time(0.05 * S, mus) > H.relaxation_time(0.3 * S, mus)
+    # longest idle has the same stationary law as random but not the same chain; at light load
+    # its idle order mixes only through two customers in service at once: tau ~ c / lam^2
+    assert H.relaxation_time(0.3 * S, mus, policy="longest_idle") > 1.2 * H.relaxation_time(0.3 * S, mus)
+    m = np.array([3.0, 2.0, 1.0])
+    t3, t4 = (H.relaxation_time(lam, m, policy="longest_idle") * lam**2 for lam in (1e-3, 1e-4))
+    assert t3 == pytest.approx(t4, rel=0.01) and H.relaxation_time(1e-4, m) < 2.0
+
+
+def test_log_stationary_product_form_equals_the_solve():
+    """The weights that symmetrise the generator: product form == censored-chain solve."""
+    lam, mus = 2.0, np.array([4.0, 1.0, 2.5, 0.7])
+    a = E._log_stationary_q0(lam, mus, "random")
+    b = E._log_stationary_q0(lam, mus, "random", solve=True)
+    np.testing.assert_allclose(a - a[0], b - b[0], atol=1e-11)
+
+
+def test_relaxation_time_validates():
+    with pytest.raises(ValueError, match=r"mus must have at most 12 servers.*n = 13.*lower bound"):
+        H.relaxation_time(1.0, np.ones(13))
+    with pytest.raises(ValueError, match=r"at most 7 servers.*'longest_idle'.*n = 8"):
+        H.relaxation_time(1.0, np.ones(8), policy="longest_idle")
+    with pytest.raises(ValueError, match="policy"):
+        H.relaxation_time(1.0, [1.0, 2.0], policy="shortest")
+    for fn in (H.relaxation_time, H.queue_gap, H.slowest_busy_probabilities):
+        with pytest.raises(ValueError, match="lam"):
+            fn(3.0, [1.0, 2.0])
+        with pytest.raises(ValueError, match="mus"):
+            fn(1.0, [1.0, -2.0])

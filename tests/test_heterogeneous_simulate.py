@@ -4,6 +4,7 @@ kernels, chunks and devices, bit-identity with the numba loop, exact continuatio
 
 from __future__ import annotations
 
+import hashlib
 import importlib.util
 import itertools
 from fractions import Fraction
@@ -13,7 +14,7 @@ import numpy as np
 import pytest
 
 import qlib.heterogeneous as H
-from qlib.stats import z_score
+from qlib.stats import replica_mean, z_score
 
 ROOT = Path(__file__).resolve().parent.parent
 WORKED_LAM, WORKED_MUS = 3.0, np.array([3.0, 2.0, 1.0])
@@ -109,6 +110,90 @@ def test_fastest_policy_differs_and_matches_its_generator():
     assert np.all(z_score(est, H.fastest_busy_probabilities(lam, mus), floor=1e-12) < 5)
 
 
+def test_slowest_policy_matches_its_generator_and_breaks_claim_2():
+    """Arrivals join the slowest idle server: the simulation matches that policy's generator
+    solve (5 SE over 16 replicas) and not Cabral's law, and it violates claim 2 the way the
+    exact law does (mu_1 P_1 = 1.0743 < mu_2 P_2 = 1.1405 at lam = 3, mus = (3, 2, 1)), with
+    the simulated difference's 95% CI below 0: the counterfactual fails where it should."""
+    lam, mus = WORKED_LAM, WORKED_MUS
+    r = H.simulate(lam, mus, steps=100_000, replicas=16, seed=6, burn_in=1_000, policy="slowest")
+    P = H.slowest_busy_probabilities(lam, mus)
+    est, thr = r.estimate("busy_fraction"), r.estimate("throughput")
+    assert np.all(z_score(est, P, floor=1e-12) < 5)
+    assert np.all(z_score(thr, mus * P, floor=1e-12) < 5)
+    assert np.all(z_score(est, H.busy_probabilities(lam, mus)) > 10)
+    assert mus[0] * P[0] < mus[1] * P[1]
+    diff = replica_mean(r.throughput[:, 0] - r.throughput[:, 1])
+    assert diff.mean + diff.halfwidth() < 0
+    assert abs(diff.mean - (mus[0] * P[0] - mus[1] * P[1])) < 5 * diff.stderr
+
+
+def test_slowest_policy_ties_and_input_order_match_the_generator():
+    """Unsorted rates with a tie: the kernel's slowest-first order (ties to the lower input
+    index) is the generator's, server by server (swapping the tied servers would be > 10 SE)."""
+    lam, mus = 4.0, np.array([2.0, 1.0, 2.0, 0.5, 1.5])
+    r = H.simulate(lam, mus, steps=60_000, replicas=16, seed=12, burn_in=1_000, policy="slowest")
+    P = H.slowest_busy_probabilities(lam, mus)
+    est = r.estimate("busy_fraction")
+    assert np.all(z_score(est, P, floor=1e-12) < 5)
+    swapped = P[[2, 1, 0, 3, 4]]
+    assert z_score(est, swapped)[0] > 10 and P[0] > P[2]
+
+
+@pytest.mark.parametrize("kernel", ["bits", "array"])
+@pytest.mark.parametrize("policy", ["fastest", "slowest"])
+def test_first_idle_policies_join_the_fastest_or_slowest_idle_server(kernel, policy):
+    """One arrival (first word 0) into chosen busy sets: it joins the fastest / slowest idle server."""
+    lam, mus = 6.0, np.array([0.5, 4.0, 1.0, 2.5, 1.5, 1.0])
+    rng = np.random.default_rng(1)
+    busy = rng.random((40, mus.size)) < 0.5
+    busy[0] = False
+    busy[1] = [True, True, True, True, True, False]
+    states = [state_drawing(0, 1)] * busy.shape[0]
+    r = _run_one_step(lam, mus, states, busy, np.zeros(busy.shape[0]), kernel, policy=policy)
+    key = -mus if policy == "fastest" else mus
+    for i in range(busy.shape[0]):
+        idle = np.flatnonzero(~busy[i])
+        joined = np.flatnonzero(r.state.busy[i] & ~busy[i])
+        if idle.size:
+            best = idle[np.lexsort((idle, key[idle]))[0]]  # by rate, ties to the lower index
+            assert joined.tolist() == [best]
+        else:
+            assert r.state.queue[i] == 1
+
+
+# Digests of main's arrays at commit 23ddb1c (before "slowest" existed), recorded there with
+# _digest below: the streams of the existing policies must not change.
+MAIN_DIGESTS = {
+    (5, "random", "bits"): "bf59e3ae3f0ff69b9161", (5, "random", "array"): "bf59e3ae3f0ff69b9161",
+    (5, "longest_idle", "bits"): "ce33dee48cdb59ec1adc", (5, "longest_idle", "array"): "ce33dee48cdb59ec1adc",
+    (5, "fastest", "bits"): "3d5755770804ec3846d4", (5, "fastest", "array"): "3d5755770804ec3846d4",
+    (70, "random", "bits"): "4f621c57555f05176b2b", (70, "fastest", "bits"): "49a4bf7af95fbc39cace",
+    (20, "longest_idle", "array"): "3bcec68f6368cbde6a4b",
+}
+
+
+def _digest(r: H.SimulationResult) -> str:
+    """SHA-256 (first 20 hex digits) of the run's integer counters and final state."""
+    h = hashlib.sha256()
+    for a in (np.rint(r.busy_fraction * r.steps), np.rint(r.throughput * r.time[:, None]),
+              np.rint(r.mean_queue * r.steps), r.arrivals, np.rint(np.nan_to_num(r.wait_fraction) * r.arrivals),
+              r.state.rng, r.state.busy, r.state.queue,
+              r.state.idle_order if r.state.idle_order is not None else np.zeros(0)):
+        a = np.asarray(a)
+        h.update(np.ascontiguousarray(a if a.dtype == np.uint64 else a.astype(np.int64)).tobytes())
+    return h.hexdigest()[:20]
+
+
+@pytest.mark.parametrize("case", MAIN_DIGESTS, ids=str)
+def test_existing_policies_streams_unchanged(case):
+    n, policy, kernel = case
+    mus = MUS5 if n == 5 else np.geomspace(4.0, 1.0, n)
+    lam = LAM5 if n == 5 else 0.9 * mus.sum()
+    r = H.simulate(lam, mus, steps=3000, replicas=4, seed=17, burn_in=50, policy=policy, kernel=kernel)
+    assert _digest(r) == MAIN_DIGESTS[case]
+
+
 # ----------------------------------------------------------------------------- exact event probabilities
 def _shares(lam, mus):
     rates = [Fraction(lam)] + [Fraction(float(m)) for m in mus]
@@ -127,7 +212,7 @@ PROB_CASES = {
 
 
 @pytest.mark.parametrize("name", PROB_CASES)
-@pytest.mark.parametrize("policy", ["random", "fastest"])
+@pytest.mark.parametrize("policy", ["random", "fastest", "slowest"])
 def test_step_probabilities_are_exact_to_2_pow_minus_64(name, policy):
     """The simulated probability of every event is within 2^-64 of the exact share of the float
     inputs (the 32-bit scheme was off by up to 2^-33 and dropped shares below 2^-33 entirely)."""
@@ -225,7 +310,7 @@ def test_kernels_pick_the_idle_rank_floor_w2_k_over_2_pow_64(kernel):
 
 
 # ----------------------------------------------------------------------------- reproducibility
-@pytest.mark.parametrize("policy", ["random", "longest_idle", "fastest"])
+@pytest.mark.parametrize("policy", ["random", "longest_idle", "fastest", "slowest"])
 def test_same_seed_same_arrays_and_replica_independence(policy):
     kw = dict(steps=3_000, seed=42, burn_in=100, policy=policy, chunk=700)
     a = H.simulate(LAM5, MUS5, replicas=200, **kw)
@@ -247,7 +332,7 @@ def test_chunking_and_kernels_do_not_change_results(n):
     rebased) change nothing, and the bits kernel equals the array kernel, for every policy."""
     mus = MUS5 if n == 5 else np.geomspace(4.0, 1.0, n)
     lam = 0.8 * mus.sum()
-    for policy in ("random", "longest_idle", "fastest"):
+    for policy in ("random", "longest_idle", "fastest", "slowest"):
         kw = dict(steps=2_500, replicas=3, seed=4, burn_in=333, policy=policy)
         a = H.simulate(lam, mus, chunk=1 << 16, **kw)
         b = H.simulate(lam, mus, chunk=97, **kw)
@@ -264,7 +349,7 @@ import qlib.heterogeneous as H
 lam, mus = 6.0, np.array([0.5, 4.0, 1.0, 2.5, 1.5])
 out = {}
 for policy, kernel in (("random", "bits"), ("longest_idle", "bits"), ("fastest", "bits"),
-                       ("random", "array"), ("longest_idle", "array")):
+                       ("slowest", "bits"), ("random", "array"), ("longest_idle", "array")):
     r = H.simulate(lam, mus, steps=3_000, replicas=3, seed=42, burn_in=100, policy=policy, chunk=700,
                    kernel=kernel)
     for f in ("busy_fraction", "throughput", "mean_queue", "wait_fraction", "arrivals"):
@@ -280,7 +365,7 @@ def test_one_device_equals_two_devices_bit_for_bit(run_on_devices):
     one device: each replica's stream depends only on (seed, r)."""
     one = run_on_devices(1, SHARD_CODE)
     two = run_on_devices(2, SHARD_CODE)
-    assert one.keys() == two.keys() and len(one) == 40
+    assert one.keys() == two.keys() and len(one) == 48
     for k in one:
         np.testing.assert_array_equal(one[k], two[k], err_msg=k)
 
@@ -301,7 +386,9 @@ def _numba_reference():
 @pytest.mark.parametrize("n,policy,kernel", [
     (5, "random", "bits"), (5, "longest_idle", "bits"), (5, "fastest", "bits"),
     (5, "random", "array"), (5, "longest_idle", "array"), (5, "fastest", "array"),
-    (70, "random", "bits"), (70, "fastest", "bits"), (20, "longest_idle", "array"), (70, "random", "array"),
+    (5, "slowest", "bits"), (5, "slowest", "array"),
+    (70, "random", "bits"), (70, "fastest", "bits"), (70, "slowest", "bits"), (20, "longest_idle", "array"),
+    (70, "random", "array"),
 ])
 def test_numba_reference_is_bit_identical(n, policy, kernel):
     ref = _numba_reference()
@@ -321,7 +408,7 @@ def test_numba_reference_is_bit_identical(n, policy, kernel):
 
 # ----------------------------------------------------------------------------- continuation
 @pytest.mark.parametrize("policy,kernel", [("random", "bits"), ("longest_idle", "bits"), ("fastest", "bits"),
-                                           ("random", "array"), ("longest_idle", "array")])
+                                           ("slowest", "bits"), ("random", "array"), ("longest_idle", "array")])
 def test_continuing_a_run_is_exact(policy, kernel):
     """T steps then T more == 2T in one call: the same final state bit for bit, and time averages
     that combine into the whole (to rounding)."""

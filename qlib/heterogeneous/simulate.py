@@ -27,7 +27,12 @@ Policies for an arrival that finds idle servers:
 - ``"random"``: the r-th idle server above, uniform among the idle ones (Cabral);
 - ``"longest_idle"``: the server idle the longest, which has the same stationary law
   (Doroudi & Gopalakrishnan, arXiv:1305.6249);
-- ``"fastest"``: the fastest idle server (informed customers), for contrast.
+- ``"fastest"``: the fastest idle server (informed customers), for contrast;
+- ``"slowest"``: the slowest idle server, a deliberately wrong rule (it breaks Cabral's claim
+  that the faster server does more work), for counterfactuals.
+For "fastest" and "slowest" the kernels lay the servers out sorted by rate (fastest, resp.
+slowest, first; ties in input order) and take the lowest idle one; the cut points follow that
+order, so their random streams map to events in that order.
 
 Replica r's random stream is SplitMix64 seeded from (seed, r) (:mod:`qlib._rng`), so its result
 does not depend on how many replicas run beside it, how the steps are chunked, or on how many
@@ -37,7 +42,8 @@ the run exactly: T steps and then T more end in the same state as 2T steps in on
 
 Two kernels, bit-identical to each other and to the numba loop of
 ``benchmarks/numba_heterogeneous.py``: "bits" keeps the busy set as 64-bit masks and does
-O(n/64 + log n) work per step (any n for "random" and "fastest", n <= 16 for "longest_idle");
+O(n/64 + log n) work per step (any n for "random", "fastest" and "slowest", n <= 16 for
+"longest_idle");
 "array" keeps (servers, replicas) arrays and does O(n) work per step (any n, any policy).
 """
 
@@ -195,8 +201,18 @@ def _check_resolvable(lam: float, mus: np.ndarray) -> None:
 
 
 def _order(mus: np.ndarray, policy: str) -> np.ndarray:
-    """Kernel server order: fastest first for "fastest" (it scans for the lowest idle index)."""
-    return np.argsort(-mus, kind="stable") if policy == "fastest" else np.arange(mus.size)
+    """Kernel server order: fastest first for "fastest", slowest first for "slowest" (ties in
+    input order; the kernel then takes the lowest idle index), else input order."""
+    if policy == "fastest":
+        return np.argsort(-mus, kind="stable")
+    if policy == "slowest":
+        return np.argsort(mus, kind="stable")
+    return np.arange(mus.size)
+
+
+#: The kernels' routing rule per policy: "fastest" and "slowest" both take the first idle
+#: server in kernel order (:func:`_order` sorts the servers for them).
+_RULE = {"random": "random", "longest_idle": "longest_idle", "fastest": "first_idle", "slowest": "first_idle"}
 
 
 def step_probabilities(lam: float, mus: ArrayLike, *, policy: str = "random") -> list[Fraction]:
@@ -205,7 +221,7 @@ def step_probabilities(lam: float, mus: ArrayLike, *, policy: str = "random") ->
     Entry 0: an arrival (the model's lam/Lambda); entry 1 + j: a potential completion at server
     j, in input order (mu_j/Lambda). Fractions with denominator 2^64, each within 2^-64 of the
     exact share of the float64 inputs. ``policy`` matters only through the server order the
-    cut points are laid out in ("fastest": fastest first).
+    cut points are laid out in ("fastest": fastest first; "slowest": slowest first).
     """
     lam_f, m = check_rates(lam, mus)
     policy = _validate.choice("policy", policy, POLICIES)
@@ -252,7 +268,7 @@ def _idle_before(idle):
     return jax.lax.associative_scan(jnp.add, x, axis=0) - x
 
 
-def _array_step(policy: str, consts, i, c):
+def _array_step(rule: str, consts, i, c):
     """One step of every replica in the (servers, replicas) layout; adds to the chunk counters.
 
     The carry holds the current step's two words, drawn one iteration ahead: XLA:CPU duplicates
@@ -265,10 +281,10 @@ def _array_step(policy: str, consts, i, c):
     arrival = w1 < c_arr
     idle = jnp.logical_not(busy)
     k = jnp.sum(idle, axis=0, dtype=jnp.int32)
-    if policy == "random":
+    if rule == "random":
         r = _rank(w2, k).astype(jnp.int32)
         pick = idle & (_idle_before(idle) == r)
-    elif policy == "fastest":  # servers sorted fastest first
+    elif rule == "first_idle":  # the first idle server in kernel order (fastest / slowest first)
         pick = idle & (_idle_before(idle) == 0)
     else:  # longest idle: smallest stamp among idle servers (stamps are distinct)
         key = jnp.where(idle, stamp, jnp.int32(2**31 - 1))
@@ -279,15 +295,15 @@ def _array_step(policy: str, consts, i, c):
     from_queue = q > 0
     freed = hit & jnp.logical_not(from_queue)
     busy = (busy | (pick & arrival)) & jnp.logical_not(freed)
-    if policy == "longest_idle":
+    if rule == "longest_idle":
         stamp = jnp.where(freed, i, stamp)
     q = q + waits.astype(jnp.int32) - (done & from_queue).astype(jnp.int32)
     return (rng_next, w1_next, w2_next, busy, q, stamp, acc_busy + busy, acc_done + hit,
             acc_q + q, acc_arr + arrival, acc_wait + waits)
 
 
-@partial(jax.jit, static_argnames=("policy",), donate_argnums=(0, 1))
-def _array_chunk(chain: _ArrayChain, totals: _Totals, cuts, nsteps, record, *, policy: str):
+@partial(jax.jit, static_argnames=("rule",), donate_argnums=(0, 1))
+def _array_chunk(chain: _ArrayChain, totals: _Totals, cuts, nsteps, record, *, rule: str):
     """Advance every replica ``nsteps`` steps with the array kernel; add the counts to ``totals``
     when ``record`` is 1. ``cuts`` (n,) uint64 are the cut points C_0..C_{n-1}."""
     n, R = chain.busy.shape
@@ -297,9 +313,9 @@ def _array_chunk(chain: _ArrayChain, totals: _Totals, cuts, nsteps, record, *, p
     zr = jnp.zeros((R,), jnp.int32)
     rng, w1, w2 = _draw2(chain.rng)
     c = (rng, w1, w2, chain.busy, chain.queue, chain.stamp, zn, zn, jnp.zeros((R,), jnp.int64), zr, zr)
-    rng, _, _, busy, q, stamp, *acc = jax.lax.fori_loop(0, nsteps, partial(_array_step, policy, consts), c)
+    rng, _, _, busy, q, stamp, *acc = jax.lax.fori_loop(0, nsteps, partial(_array_step, rule, consts), c)
     rng = rng - jnp.uint64(2 * _rng.GOLDEN % 2**64)  # the lookahead drew one step too many
-    if policy == "longest_idle":  # rebase: the stamps' ranks, idle servers first, oldest first
+    if rule == "longest_idle":  # rebase: the stamps' ranks, idle servers first, oldest first
         key = jnp.where(busy, jnp.int32(2**31 - 1), stamp)
         rank = jnp.argsort(jnp.argsort(key, axis=0, stable=True), axis=0, stable=True)
         stamp = rank.astype(jnp.int32) - n
@@ -375,7 +391,7 @@ def _word_of(mask, w):
     return jnp.sum(jnp.where(sel, mask, jnp.uint64(0)), axis=0)
 
 
-def _bits_decode(policy: str, n: int, cuts, w1, w2, mask, q, fifo):
+def _bits_decode(rule: str, n: int, cuts, w1, w2, mask, q, fifo):
     """One step: its record, from the two words and the state before the step."""
     W = mask.shape[0]
     u = jnp.uint32
@@ -388,11 +404,11 @@ def _bits_decode(policy: str, n: int, cuts, w1, w2, mask, q, fifo):
     idle = ~mask & full
     cnt = jax.lax.population_count(idle)  # (W, R)
     k = jnp.sum(cnt, axis=0)
-    if policy == "longest_idle":
+    if rule == "longest_idle":
         j = (fifo & jnp.uint64(15)).astype(u)
     else:
         # find the word holding the wanted idle server, then the bit inside it
-        rem = _rank(w2, k) if policy == "random" else jnp.zeros_like(k)
+        rem = _rank(w2, k) if rule == "random" else jnp.zeros_like(k)
         word, base, found = idle[W - 1], jnp.full(k.shape, 64 * (W - 1), jnp.uint64), k == 0
         if W > 1:
             sel_rem = rem
@@ -404,7 +420,7 @@ def _bits_decode(policy: str, n: int, cuts, w1, w2, mask, q, fifo):
                 rem = jnp.where(found | here, rem, rem - cnt[w])
                 found = found | here
             rem = sel_rem
-        if policy == "fastest":  # the lowest idle bit: popcount below it
+        if rule == "first_idle":  # the lowest idle bit: popcount below it
             pos = jax.lax.population_count((word & (~word + jnp.uint64(1))) - jnp.uint64(1))
         else:
             pos = _select64(word, rem)
@@ -416,12 +432,12 @@ def _bits_decode(policy: str, n: int, cuts, w1, w2, mask, q, fifo):
     srv = jnp.where(join, j, e)
     pend = (join.astype(u) << _JOIN) | (free.astype(u) << _FREE) | (hit.astype(u) << _HIT) \
         | (arrival.astype(u) << _ARR) | (waits.astype(u) << _WAIT) | (srv << 16)
-    if policy == "longest_idle":
+    if rule == "longest_idle":
         pend = pend | (k.astype(u) << 5)
     return pend
 
 
-def _bits_apply(policy: str, mask, q, fifo, pend):
+def _bits_apply(rule: str, mask, q, fifo, pend):
     """The state after the recorded step: set the joined server's bit or clear the freed one's;
     +1 waiting if the arrival waited, -1 if a completion took a waiting customer; the FIFO pops
     its head on a join and appends the freed server at position k (the idle count before)."""
@@ -435,7 +451,7 @@ def _bits_apply(policy: str, mask, q, fifo, pend):
     mask = jnp.where(join, mask | bit, jnp.where(free, mask & ~bit, mask))
     served = _flag(pend, _HIT) & jnp.logical_not(_flag(pend, _FREE))
     q = q + _flag(pend, _WAIT).astype(jnp.int32) - served.astype(jnp.int32)
-    if policy == "longest_idle":
+    if rule == "longest_idle":
         fifo = jnp.where(_flag(pend, _JOIN), fifo >> 4, fifo)
         k = ((pend >> 5) & jnp.uint32(0x7FF)).astype(jnp.uint64)
         fifo = jnp.where(_flag(pend, _FREE), fifo | (srv << (4 * k)), fifo)
@@ -459,14 +475,14 @@ def _bits_account(acc, pend, s):
             acc_wait + _flag(pend, _WAIT).astype(jnp.int32))
 
 
-def _bits_step(policy: str, n: int, cuts, i, c):
+def _bits_step(rule: str, n: int, cuts, i, c):
     """Iteration i: finish step i - 1 from its record, then decode step i."""
     rng, mask, q, fifo, pend, acc = c
-    mask, q, fifo = _bits_apply(policy, mask, q, fifo, pend)
+    mask, q, fifo = _bits_apply(rule, mask, q, fifo, pend)
     acc_srv, acc_q, acc_arr, acc_wait = _bits_account(acc, pend, i - 1)
     acc = (acc_srv, acc_q + q.astype(jnp.int64), acc_arr, acc_wait)  # q before step i; fixed at the end
     rng, w1, w2 = _draw2(rng)
-    pend = _bits_decode(policy, n, cuts, w1, w2, mask, q, fifo)
+    pend = _bits_decode(rule, n, cuts, w1, w2, mask, q, fifo)
     return rng, mask, q, fifo, pend, acc
 
 
@@ -477,17 +493,17 @@ def _busy_bits(mask, n: int):
     return b.reshape(64 * W, R)[:n].astype(jnp.int64)
 
 
-@partial(jax.jit, static_argnames=("policy", "n"), donate_argnums=(0, 1))
-def _bits_chunk(chain: _BitsChain, totals: _Totals, cuts, nsteps, record, *, policy: str, n: int):
+@partial(jax.jit, static_argnames=("rule", "n"), donate_argnums=(0, 1))
+def _bits_chunk(chain: _BitsChain, totals: _Totals, cuts, nsteps, record, *, rule: str, n: int):
     """Advance every replica ``nsteps`` steps with the bits kernel; add the counts to ``totals``
     when ``record`` is 1. Same rules and random words as :func:`_array_chunk`, same results."""
     R = chain.rng.shape[0]
     acc = (jnp.zeros((n, R), jnp.int64), jnp.zeros((R,), jnp.int64), jnp.zeros((R,), jnp.int32),
            jnp.zeros((R,), jnp.int32))
     c = (chain.rng, chain.mask, chain.queue, chain.fifo, jnp.zeros((R,), jnp.uint32), acc)  # empty record
-    step = partial(_bits_step, policy, n, cuts)
+    step = partial(_bits_step, rule, n, cuts)
     rng, mask, q_prev, fifo, pend, acc = jax.lax.fori_loop(0, nsteps, step, c)
-    mask, q, fifo = _bits_apply(policy, mask, q_prev, fifo, pend)
+    mask, q, fifo = _bits_apply(rule, mask, q_prev, fifo, pend)
     acc_srv, acc_q, acc_arr, acc_wait = _bits_account(acc, pend, nsteps - 1)
     acc_q = acc_q - chain.queue.astype(jnp.int64) + q.astype(jnp.int64)  # q after steps 0..nsteps-1
     busy = (acc_srv >> 32) + jnp.asarray(nsteps, jnp.int64) * _busy_bits(mask, n)
@@ -650,7 +666,8 @@ def simulate(lam: float, mus: ArrayLike, *, steps: int, replicas: int | None = N
     else waits in one FIFO queue. Each replica runs ``burn_in`` uniformised steps unrecorded,
     then ``steps`` recorded steps (steps/Lambda time units, Lambda = lam + sum(mus)). Under
     "random" and "longest_idle" the busy fractions estimate Cabral's P_j (the fast server is
-    busy less, yet completes more); "fastest" is the informed-customer contrast. Returns a
+    busy less, yet completes more); "fastest" is the informed-customer contrast and "slowest"
+    a deliberately wrong rule (counterfactuals). Returns a
     :class:`SimulationResult` with (replicas, n) and (replicas,) arrays and the final state.
 
     ``initial``: None (every chain starts empty, random streams from ``seed``, default 0), or a
@@ -720,9 +737,9 @@ def simulate(lam: float, mus: ArrayLike, *, steps: int, replicas: int | None = N
         totals = _Totals(*(_sharding.put(jnp.zeros(s, jnp.int64), -1) for s in ((n, R), (n, R), (R,), (R,), (R,))))
         cuts_d = jnp.asarray(np.array(cuts, dtype=np.uint64))
         if use_bits:
-            run = partial(_bits_chunk, cuts=cuts_d, policy=policy, n=n)
+            run = partial(_bits_chunk, cuts=cuts_d, rule=_RULE[policy], n=n)
         else:
-            run = partial(_array_chunk, cuts=cuts_d, policy=policy)
+            run = partial(_array_chunk, cuts=cuts_d, rule=_RULE[policy])
         chain, totals = _drive(lambda c, t, s, r: run(c, t, nsteps=s, record=r), chain, totals,
                                burn_in=burn_in, steps=steps, chunk=chunk, replicas=replicas, progress=progress)
         tot_busy, tot_done, tot_q, tot_arr, tot_wait = (np.asarray(t)[..., :replicas] for t in totals)
