@@ -537,3 +537,18 @@ def test_relaxation_time_validates():
             fn(3.0, [1.0, 2.0])
         with pytest.raises(ValueError, match="mus"):
             fn(1.0, [1.0, -2.0])
+
+
+@pytest.mark.parametrize("policy", ["random", "fastest", "slowest"])
+@pytest.mark.parametrize("rho", [0.3, 0.7, 0.95])
+def test_aggregated_queue_solve_equals_the_truncated_generator(policy, rho):
+    """The default (exact, all-busy block aggregated) and the directly truncated generator agree."""
+    mus = np.array([3.0, 2.0, 1.0, 0.5, 2.5])
+    lam = rho * mus.sum()
+    _, p1, q1 = H.generator_solve(lam, mus, policy=policy)
+    cap = int(np.ceil(np.log(1e-16) / np.log(rho)))
+    _, p2, q2 = H.generator_solve(lam, mus, policy=policy, queue_cap=cap)
+    np.testing.assert_allclose(p1, p2, atol=1e-13)
+    m = min(q1.size, q2.size)
+    np.testing.assert_allclose(q1[:m], q2[:m], atol=1e-13)
+    assert abs(p1.sum() - 1) < 1e-12 and abs(q1.sum() - 1) < 1e-12

@@ -381,15 +381,43 @@ def _set_generator(lam_f: float, m: np.ndarray, policy: str, queue_cap: int) -> 
     return Qm - sparse.diags(np.asarray(Qm.sum(axis=1)).ravel())
 
 
+def _aggregated_solve(lam_f: float, m: np.ndarray, policy: str, rho: float):
+    """:func:`generator_solve` without truncation: the all-busy block aggregated (see there)."""
+    n = m.size
+    nS, full = 1 << n, (1 << n) - 1
+    Qm = _set_generator(lam_f, m, policy, 0).tolil()
+    for j in range(n):  # leave the all-busy block only when its queue is empty: P = 1 - rho
+        Qm[full, full & ~(1 << j)] = m[j] * (1.0 - rho)
+    Qm[full, full] = 0.0
+    Qm = Qm.tocsr()
+    Qm = Qm - sparse.diags(np.asarray(Qm.sum(axis=1)).ravel())
+    A = Qm.T.tolil()
+    A[0, :] = 1.0
+    b = np.zeros(nS)
+    b[0] = 1.0
+    ps = splinalg.spsolve(A.tocsc(), b)
+    cap = int(min(20000, max(10, math.ceil(math.log(1e-16) / math.log(rho)))))
+    q = np.arange(1, cap + 1)
+    qd = np.concatenate([[1.0 - ps[full] * rho], ps[full] * (1.0 - rho) * rho**q])
+    return _all_sets(n), ps, qd
+
+
 def generator_solve(lam: float, mus: ArrayLike, *, queue_cap: int | None = None,
                     policy: str = "random") -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Stationary law from the CTMC generator itself (no product form), queue truncated at ``queue_cap``.
+    """Stationary law from the CTMC generator itself (no product form).
 
     States are (busy set, q) with q > 0 only when all n are busy. ``policy``: "random",
     "fastest" (informed customers join the fastest idle server) or "slowest" (the slowest idle
     one); ties in rate go to the lowest input index. Returns (sets (2^n, n) bool, P(busy set)
     summed over q, P(q = 0..cap | any set)). n <= 12.
-    The truncation error is about rho^queue_cap; the default cap makes it < 1e-14.
+
+    ``queue_cap=None`` (default): exact, with no truncation. While all servers are busy the
+    queue is a birth-death chain (lam up, sum mu down) entered and left only at q = 0, so
+    pi(all busy, q) = pi(all busy, 0) rho^q for every routing rule; the chain on busy sets with
+    the all-busy block aggregated (its departures at rate mu_j (1 - rho), the chance the queue is
+    empty) has the same law. The returned queue law is cut at the cap where rho^q < 1e-16.
+    ``queue_cap=K``: the generator truncated at K waiting customers (arrivals dropped there),
+    solved directly; its error is about rho^K (kept as an independent check).
     """
     lam_f, m = check_rates(lam, mus)
     _validate.choice("policy", policy, ("random", "fastest", "slowest"))
@@ -398,7 +426,7 @@ def generator_solve(lam: float, mus: ArrayLike, *, queue_cap: int | None = None,
         raise ValueError(f"mus must have at most 12 servers for generator_solve; got {n}")
     rho = lam_f / m.sum()
     if queue_cap is None:
-        queue_cap = int(min(20000, max(10, math.ceil(math.log(1e-16) / math.log(rho)))))
+        return _aggregated_solve(lam_f, m, policy, rho)
     queue_cap = _validate.integer("queue_cap", queue_cap, low=0)
     _validate.memory("queue_cap", 200.0 * ((1 << n) * (n + 2) + 2 * queue_cap),
                      "the sparse generator: about 200 bytes per transition")
