@@ -147,7 +147,10 @@ def test_sequential_loop_compiles_to_one_kernel():
 def test_public_api_matches_golden_outputs():
     """simulate, meeting_times and coupled_paths reproduce tests/data/supermarket_golden.npz bit
     for bit (83 arrays over R = 1, 3, 64, burn-in, batches, trajectories, level growth, no
-    replacement, n = 2^32 - 1, d = 1, per-replica starts, ordered/unordered meetings, paths)."""
+    replacement, n = 2^32 - 1, d = 1, per-replica starts, ordered/unordered meetings, paths).
+
+    A change of any number here is a change of the streams: regenerate the file on purpose
+    (tests/data/make_supermarket_golden.py) and say so (benchmarks/README.md)."""
     sys.path.insert(0, str(DATA))
     try:
         import make_supermarket_golden as G
