@@ -49,11 +49,12 @@ __all__ = ["meeting_times", "meeting_times_many", "coupled_paths", "CoupledPaths
 
 def _resolve_starts(n: int, d: int, lam: float, starts: Sequence[Any], replacement: bool,
                     replicas: int, where: str = "starts", eps: float | None = None) -> list[np.ndarray]:
-    """Each start as counts of shape (levels+1, replicas), padded to a common number of levels."""
+    """Each start as counts of shape (levels+1, replicas), padded to a common number of levels
+    (``eps``: 1 - lam when the caller gave it as such)."""
     us = []
     for j, s in enumerate(starts):
         try:
-            u = initial_counts(n, d, lam, s, replacement, one_minus_lam=eps if eps is not None and eps <= 0.5 else None)
+            u = initial_counts(n, d, None if eps is not None else lam, s, replacement, one_minus_lam=eps)
         except ValueError as e:
             raise ValueError(f"{where}[{j}]: {e}") from None
         if u.ndim == 2 and u.shape[0] != replicas:
@@ -102,7 +103,8 @@ def _meet_point(where: str, n, d, lam, *, one_minus_lam, replicas, seed, top_len
     max_steps = V.integer("max_steps", max_steps, low=1, high=2**62)
     if top is None:
         top = counts_all_at(n, top_length)
-    lo0, hi0 = _resolve_starts(n, d, lam, [bottom, top], replacement, replicas, where="bottom/top", eps=eps)
+    lo0, hi0 = _resolve_starts(n, d, lam, [bottom, top], replacement, replicas, where="bottom/top",
+                               eps=None if one_minus_lam is None else eps)
     if ordered:
         _check_ordered(lo0, hi0, f"{where}bottom/top")
     L0 = lo0.shape[0] - 1
@@ -294,7 +296,7 @@ def coupled_paths(n: int, d: int, lam: float | None = None, starts: Sequence[Any
     if steps % record_every:
         raise ValueError(f"steps must be a multiple of record_every = {record_every}; got {steps}")
     V.work("steps", float(steps) * replicas * len(starts))
-    u0 = _resolve_starts(n, d, lam, starts, replacement, replicas, eps=eps)
+    u0 = _resolve_starts(n, d, lam, starts, replacement, replicas, eps=None if one_minus_lam is None else eps)
     L0 = u0[0].shape[0] - 1
     L = max(L0 + 3, 4) if levels is None else V.integer("levels", levels, low=L0)
     nframes = steps // record_every

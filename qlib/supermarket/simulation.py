@@ -288,7 +288,7 @@ class _Point:
         return event_threshold(self.lam, self.eps)
 
 
-def _resolve_initial(where: str, n, d, lam, eps, initial, replacement, replicas, seed):
+def _resolve_initial(where: str, n, d, lam, eps, initial, replacement, replicas, seed, eps_given=None):
     """(u0 (R, L0+1), rng0 (R,), seed) from ``initial``, which may be a previous result."""
     if isinstance(initial, SupermarketResult):
         res = initial
@@ -306,7 +306,7 @@ def _resolve_initial(where: str, n, d, lam, eps, initial, replacement, replicas,
         return res.counts.astype(np.int64), np.asarray(res.state, np.uint64), res.seed
     seed = 0 if seed is None else seed
     try:
-        u0 = initial_counts(n, d, lam, initial, replacement, one_minus_lam=eps if eps <= 0.5 else None)
+        u0 = initial_counts(n, d, None if eps_given is not None else lam, initial, replacement, one_minus_lam=eps_given)
     except ValueError as e:
         raise ValueError(f"{where}{e}") from None
     if u0.ndim == 2 and u0.shape[0] != replicas:
@@ -315,12 +315,14 @@ def _resolve_initial(where: str, n, d, lam, eps, initial, replacement, replicas,
     return u0, _rng.replica_states_np(seed, np.arange(replicas)), seed
 
 
-def _point(where, n, d, lam, eps, replacement, *, steps, burn_in, seed, initial, replicas, levels) -> _Point:
-    u0, rng0, seed = _resolve_initial(where, n, d, lam, eps, initial, replacement, replicas, seed)
+def _point(where, n, d, lam, eps, replacement, *, steps, burn_in, seed, initial, replicas, levels,
+           eps_given=None) -> _Point:
+    """``eps_given``: 1 - lam as the caller gave it (None when lam was given): the theory of
+    the start and of the level cap then uses it as is."""
+    u0, rng0, seed = _resolve_initial(where, n, d, lam, eps, initial, replacement, replicas, seed, eps_given)
     total = burn_in + steps
-    kw = dict(one_minus_lam=eps) if eps <= 0.5 else dict(lam=lam)
-    L = default_levels(d, kw.get("lam"), u0, total, one_minus_lam=kw.get("one_minus_lam")) if levels is None \
-        else V.integer("levels", levels, low=u0.shape[-1])
+    L = default_levels(d, None if eps_given is not None else lam, u0, total, one_minus_lam=eps_given) \
+        if levels is None else V.integer("levels", levels, low=u0.shape[-1])
     return _Point(n, d, lam, eps, steps, burn_in, seed, u0, rng0, L,
                   max(L, K.level_limit(u0.shape[-1], total)))
 
@@ -383,7 +385,7 @@ def simulate(n: int, d: int, lam: float | None = None, *, one_minus_lam: float |
         record_every = V.integer("record_every", record_every, low=1, high=steps)
     V.work("steps", float(burn_in + steps) * replicas)
     pt = _point("", n, d, lam, eps, replacement, steps=steps, burn_in=burn_in, seed=seed, initial=initial,
-                replicas=replicas, levels=levels)
+                replicas=replicas, levels=levels, eps_given=None if one_minus_lam is None else eps)
     return _run([pt], replicas, replacement, batches, record_every, progress)[0]
 
 
@@ -435,10 +437,10 @@ def simulate_many(points: Sequence[tuple], *, steps: int | Sequence[int], replic
     V.work("steps", float(sum(b + st for b, st in zip(burn_l, steps_l))) * replicas)
     inits = list(initial) if _is_per_point_initial(initial, P) else [initial] * P
     pts = []
-    for j, ((n, d, lam, eps, _), st, bi, sd, ini) in enumerate(zip(checked, steps_l, burn_l, seeds_l, inits)):
+    for j, ((n, d, lam, eps, _), st, bi, sd, ini, e) in enumerate(zip(checked, steps_l, burn_l, seeds_l, inits, eps_l)):
         sd = sd if not isinstance(ini, SupermarketResult) or seeds is not None else None
         pts.append(_point(f"points[{j}]: ", n, d, lam, eps, replacement, steps=st, burn_in=bi, seed=sd,
-                          initial=ini, replicas=replicas, levels=levels))
+                          initial=ini, replicas=replicas, levels=levels, eps_given=None if e is None else eps))
     return _run(pts, replicas, replacement, batches, record_every, progress)
 
 
