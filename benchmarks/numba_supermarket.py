@@ -5,14 +5,16 @@ Both loops use the same per-replica SplitMix64 streams (seeded from (seed, repli
 level rules as :mod:`qlib.supermarket.chain` (with replacement):
 
 - arrival iff word 1 < A = round(2^64 lam/(1+lam)) (:func:`qlib.supermarket.chain.arrival_threshold`);
-- arrival: join the largest i with u_i > x, x = floor(n U^(1/d)) in [0, n-1] computed from
-  log U (log1p near U = 1), exp or expm1, U = (word 2 + 1/2)/2^64;
+- arrival: join the largest i with u_i > x, x = floor(n U^(1/d)) in [0, n-1], U =
+  (word 2 + 1/2)/2^64, from log U (frexp and the atanh series; the series in 1 - U near 1)
+  and one exp, operation by operation as :func:`qlib.supermarket.chain.uniform_log` and
+  :func:`qlib.supermarket.chain.join_threshold`;
 - departure: the queue of rank floor(word 2 * n / 2^64) (exact 64 x 32-bit high product);
 
 and the same bookkeeping every measured step (sum of u_i and of 1[u_i > 0] over time), so their
 ``tail_fraction``, ``counts`` and ``max_length_distribution`` equal qlib's to the last bit
-whenever libm's log/log1p/exp/expm1 round like XLA's (they may differ in the last ulp, which
-moves x only when n U^(1/d) lies within about 1e-16 n of an integer: about once in 10^13
+whenever libm's exp rounds like XLA's and both compile the basic operations alike (an ulp
+apart moves x only when n U^(1/d) lies within about 1e-16 n of an integer: about once in 10^13
 arrivals at n = 1000).
 
 - :func:`numba_chain`: what a researcher would write by hand: a compiled loop, replicas in
@@ -35,6 +37,37 @@ M2 = 0x94D049BB133111EB
 MASK64 = (1 << 64) - 1
 MASK32 = (1 << 32) - 1
 LN2 = math.log(2.0)
+SQRT_HALF = math.sqrt(0.5)
+NEAR_ONE = 2**64 - 2**44
+ATANH = tuple(1.0 / (2 * k + 1) for k in range(11))
+
+
+def _log_uniform_py(w: int) -> float:
+    """qlib.supermarket.chain.uniform_log for one word, in plain Python floats."""
+    if w >= NEAR_ONE:
+        x = ((MASK64 - w) + 0.5) * 2.0**-64
+        return -x * (1.0 + x * (0.5 + x * (1.0 / 3.0)))
+    m, e = math.frexp((w + 0.5) * 2.0**-64)
+    e = float(e)
+    if m < SQRT_HALF:
+        m, e = 2.0 * m, e - 1.0
+    t = (m - 1.0) / (m + 1.0)
+    z = t * t
+    q = ATANH[-1]
+    for c in ATANH[-2::-1]:
+        q = c + z * q
+    return e * LN2 + (2.0 * t) * q
+
+
+def _join_threshold_py(lu: float, nf: float, d: float) -> int:
+    z = lu / d
+    ez = math.exp(z)
+    if z < -LN2:
+        x = math.floor(nf * ez)
+    else:
+        em1 = z * (1.0 + 0.5 * z) if z > -(2.0**-26) else ez - 1.0
+        x = nf + math.floor(nf * em1)
+    return int(min(max(x, 0.0), nf - 1.0))
 
 
 def replica_seeds(seed: int, replicas: int) -> np.ndarray:
@@ -78,19 +111,44 @@ def _kernel():
         z = (z ^ (z >> u64(27))) * u64(M2)
         return z ^ (z >> u64(31))
 
+    c0, c1, c2, c3, c4, c5, c6, c7, c8, c9, c10 = ATANH
+
     @njit(inline="always")
     def log_uniform(w):
-        if w >= u64(1 << 63):
-            return math.log1p(-(float(~w) + 0.5) * 2.0**-64)
-        return math.log((float(w) + 0.5) * 2.0**-64)
+        if w >= u64(NEAR_ONE):
+            x = (float(~w) + 0.5) * 2.0**-64
+            return -x * (1.0 + x * (0.5 + x * (1.0 / 3.0)))
+        m, e = math.frexp((float(w) + 0.5) * 2.0**-64)
+        ef = float(e)
+        if m < SQRT_HALF:
+            m = 2.0 * m
+            ef = ef - 1.0
+        t = (m - 1.0) / (m + 1.0)
+        z = t * t
+        q = c9 + z * c10
+        q = c8 + z * q
+        q = c7 + z * q
+        q = c6 + z * q
+        q = c5 + z * q
+        q = c4 + z * q
+        q = c3 + z * q
+        q = c2 + z * q
+        q = c1 + z * q
+        q = c0 + z * q
+        return ef * LN2 + (2.0 * t) * q
 
     @njit(inline="always")
     def join_threshold(lu, nf, d):
         z = lu / d
+        ez = math.exp(z)
         if z < -LN2:
-            x = math.floor(nf * math.exp(z))
+            x = math.floor(nf * ez)
         else:
-            x = nf + math.floor(nf * math.expm1(z))
+            if z > -(2.0**-26):
+                em1 = z * (1.0 + 0.5 * z)
+            else:
+                em1 = ez - 1.0
+            x = nf + math.floor(nf * em1)
         return np.int64(min(max(x, 0.0), nf - 1.0))
 
     @njit(parallel=True, fastmath=False, cache=False)
@@ -184,10 +242,7 @@ def python_chain(n: int, d: int, lam: float, *, steps: int, replicas: int, seed:
             s = (s + GOLDEN) & MASK64
             w2 = _mix(s)
             if w1 < lam_thr:
-                lu = math.log1p(-((MASK64 - w2) + 0.5) * 2.0**-64) if w2 >= 1 << 63 else math.log((w2 + 0.5) * 2.0**-64)
-                z = lu / d
-                x = math.floor(nf * math.exp(z)) if z < -LN2 else nf + math.floor(nf * math.expm1(z))
-                thr = int(min(max(x, 0.0), nf - 1.0))
+                thr = _join_threshold_py(_log_uniform_py(w2), nf, d)
                 lvl = 0
                 while lvl < levels and uu[lvl + 1] > thr:
                     lvl += 1

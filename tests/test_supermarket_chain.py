@@ -275,3 +275,21 @@ def test_without_replacement_log_binomial_is_consistent_and_accurate():
         for u1, want in ((n, 1), (n - 1, 0)):
             u = jnp.asarray(np.array([[[n], [u1], [0]]], np.uint32))
             assert np.asarray(K.level(u, ev, p, False)).tolist() == [[want]], u1
+
+
+def test_uniform_log_is_accurate_from_near_0_to_near_1():
+    # log U, U = (w + 1/2)/2^64, in basic float64 operations (no libm log): relative error a
+    # few ulp where U < 1/2 and where 1 - U < 2^-20, absolute 2^-52 in between
+    from decimal import Decimal, getcontext
+
+    getcontext().prec = 50
+    rng = np.random.default_rng(1)
+    w = np.concatenate([np.array([0, 1, 2, 2**20, 2**53, 2**63 - 1, 2**63, 2**64 - 2**44 - 1, 2**64 - 2**44,
+                                  2**64 - 2**30, 2**64 - 2, 2**64 - 1], dtype=np.uint64),
+                        rng.integers(0, 2**63, 2000, dtype=np.uint64) * np.uint64(2) + np.uint64(1),
+                        np.uint64(TWO64 - 1) - rng.integers(0, 2**50, 500, dtype=np.uint64)])
+    got = _jx(K.uniform_log, w)
+    for wi, g in zip(w.tolist(), got):
+        exact = float(((Decimal(wi) + Decimal("0.5")) / Decimal(TWO64)).ln())
+        tol = 4e-16 * abs(exact) if (wi < 2**63 or wi >= 2**64 - 2**44) else 2.3e-16
+        assert abs(g - exact) <= tol, (wi, g, exact)

@@ -17,9 +17,9 @@ coupling of docs/models.md ("monotone coupling"), from two 64-bit random words p
   ``fractions.Fraction``) from the float64 lam or from 1 - lam given as such, so the simulated
   lam is within 2^-63 of the requested one;
 - an arrival joins the largest i with U < g(u_i), U = (word 2 + 1/2)/2^64. With replacement
-  U < (u/n)^d <=> u > floor(n U^(1/d)) =: x, computed as n + floor(n expm1(log U / d)) near
-  U = 1 (log U from log1p there), so that x <= n - 1 always: an arrival into an all-busy state
-  joins a queue of length >= 1 for every d (counts never leave [0, n]);
+  U < (u/n)^d <=> u > floor(n U^(1/d)) =: x, computed as n + floor(n (U^(1/d) - 1)) near
+  U^(1/d) = 1 (log U from the exact 1 - U there), so that x <= n - 1 always: an arrival into
+  an all-busy state joins a queue of length >= 1 for every d (counts never leave [0, n]);
 - a departure removes a customer from the queue of rank r = floor(word 2 * n / 2^64) (in
   decreasing order of length), by an exact 64 x 32-bit high multiply: every rank in [0, n) has
   probability 1/n up to 2^-64.
@@ -172,26 +172,58 @@ def _with_norm(p: LaneParams) -> LaneParams:
     return p._replace(log_norm=log_falling(p.n.astype(jnp.float64), p.d))
 
 
+# log U and floor(n U^(1/d)) are written out in basic float64 operations (frexp, +, *, /, one
+# exp) rather than with log/log1p/expm1: XLA:CPU calls the C library for a float64 log, one
+# scalar call per element, which was half the cost of a step at few replicas; these forms
+# vectorise, and the numba reference repeats them operation by operation.
+_LN2 = math.log(2.0)
+_SQRT_HALF = math.sqrt(0.5)
+_NEAR_ONE = 2**64 - 2**44  # words with 1 - U < 2^-20: log U from its series in 1 - U
+# 2 atanh(s) = 2 s (1 + s^2/3 + s^4/5 + ...): 11 terms for |s| <= 3 - 2 sqrt(2) (error < 1e-17)
+_ATANH = tuple(1.0 / (2 * k + 1) for k in range(11))
+
+
+def _log_reduced(m, e):
+    """log(m 2^e) for m in [1/2, 1), e integer-valued float64: reduce m to [1/sqrt 2, sqrt 2),
+    then log m = 2 atanh((m - 1)/(m + 1)) by its series."""
+    low = m < _SQRT_HALF
+    m = jnp.where(low, 2.0 * m, m)
+    e = jnp.where(low, e - 1.0, e)
+    t = (m - 1.0) / (m + 1.0)
+    z = t * t
+    q = _ATANH[-1]
+    for c in _ATANH[-2::-1]:
+        q = c + z * q
+    return e * _LN2 + (2.0 * t) * q
+
+
 def uniform_log(w):
-    """log U for U = (w + 1/2)/2^64, w uint64: accurate (relative 1e-16) near 0 and near 1."""
-    near_one = w >= jnp.uint64(2**63)
-    small = jnp.log((w.astype(jnp.float64) + 0.5) * 2.0**-64)
-    m = (~w).astype(jnp.float64)  # 2^64 - 1 - w, exact below 2^53
-    large = jnp.log1p(-(m + 0.5) * 2.0**-64)
-    return jnp.where(near_one, large, small)
+    """log U for U = (w + 1/2)/2^64, w uint64: accurate (a few ulp) near 0 and near 1.
+
+    Below 1 - 2^-20, U is rounded to float64 (relative 2^-53, so log U to 2^-53 absolute)
+    and its log taken as above; nearer 1, from x = 1 - U = (2^64 - 1 - w + 1/2)/2^64 (exact),
+    log U = -x (1 + x (1/2 + x/3)) (truncation x^3/4 < 2^-62 relative).
+    """
+    u = (w.astype(jnp.float64) + 0.5) * 2.0**-64
+    m, e = jnp.frexp(u)
+    x = ((~w).astype(jnp.float64) + 0.5) * 2.0**-64
+    near = -x * (1.0 + x * (0.5 + x * (1.0 / 3.0)))
+    return jnp.where(w >= jnp.uint64(_NEAR_ONE), near, _log_reduced(m, e.astype(jnp.float64)))
 
 
 def join_threshold(log_u, n, d):
     """x = floor(n U^(1/d)) with U = exp(log_u), as int64 in [0, n - 1] for every d.
 
-    U < (u/n)^d <=> u > x. For U^(1/d) >= 1/2, x = n + floor(n expm1(log U / d)): log U < 0
-    strictly, so expm1 < 0 and x <= n - 1 even when U^(1/d) rounds to 1 (huge d).
+    U < (u/n)^d <=> u > x. With z = log U / d < 0 (strictly: log U <= -2^-65): for
+    U^(1/d) < 1/2, x = floor(n e^z); above, x = n + floor(n (e^z - 1)), with e^z - 1 from
+    its series z (1 + z/2) when |z| < 2^-26, so x <= n - 1 even when U^(1/d) rounds to 1
+    (huge d). The absolute error of n U^(1/d) is about n 2^-53 either way.
     """
     z = log_u / d
     nf = n.astype(jnp.float64)
-    low = jnp.floor(nf * jnp.exp(z))
-    high = nf + jnp.floor(nf * jnp.expm1(z))
-    x = jnp.where(z < -math.log(2.0), low, high)
+    ez = jnp.exp(z)
+    em1 = jnp.where(z > -(2.0**-26), z * (1.0 + 0.5 * z), ez - 1.0)
+    x = jnp.where(z < -_LN2, jnp.floor(nf * ez), nf + jnp.floor(nf * em1))
     return jnp.clip(x, 0.0, nf - 1.0).astype(jnp.int64)
 
 
