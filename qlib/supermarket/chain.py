@@ -42,19 +42,22 @@ points at once. Counts have shape (chains, levels+1, lanes): one chain for simul
 more coupled chains for meeting times and coupled paths.
 
 Random words are counter-based (:mod:`qlib._rng`): the words of step t of a lane are
-mix64(s_0 + (2t - 1) GOLDEN) and mix64(s_0 + 2t GOLDEN). The fast path therefore draws a whole block of steps at once,
-vectorised over (steps, lanes) -- the SplitMix64 mix and the log/exp of the arrival threshold
--- and leaves only the cheap compare-and-update to the sequential loop. That loop runs over
-small groups of lanes: XLA:CPU compiles a while loop whose body touches less than
+mix64(s_0 + (2t - 1) GOLDEN) and mix64(s_0 + 2t GOLDEN). The fast path therefore draws a
+whole block of steps at once, vectorised over (steps, lanes) -- the SplitMix64 mix and the
+log/exp of the arrival threshold -- and leaves only the cheap compare-and-update to the
+sequential loop. That loop runs over groups of lanes, each group through a whole chunk:
+XLA:CPU compiles a while loop whose body touches less than
 ``xla_cpu_small_while_loop_byte_threshold`` bytes (1 kB unless raised; ``import qlib`` raises
 it) into one kernel, instead of dispatching every fused op of the body separately, which
 dominated the cost at few replicas (benchmarks/README.md).
 
 Public here: :class:`ChainState`, :class:`LaneParams`, :class:`Events`, the plain step
 (:func:`draw`, :func:`level`, :func:`apply`, :func:`step`), the block draws
-(:func:`draw_block`) and :class:`ChainDriver`, which owns chunk sizing, level growth and the
-progress bar for :func:`qlib.supermarket.simulate`, :func:`qlib.supermarket.meeting_times` and
-:func:`qlib.supermarket.coupled_paths`.
+(:func:`draw_block`), the exact event maps (:func:`arrival_threshold`, :func:`simulated_lam`,
+:func:`uniform_log`, :func:`join_threshold`, :func:`departure_rank`, :func:`log_falling`)
+and :class:`ChainDriver`, which owns chunk sizing, level growth (bounded, memory-checked) and
+the progress bar for :func:`qlib.supermarket.simulate`, :func:`qlib.supermarket.simulate_many`,
+:func:`qlib.supermarket.meeting_times` and :func:`qlib.supermarket.coupled_paths`.
 """
 
 from __future__ import annotations

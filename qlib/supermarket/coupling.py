@@ -425,7 +425,7 @@ class ExactCoupling:
 
 
 def _level_exact(u: tuple, arrival: bool, x: float, n: int, g) -> int:
-    """The engine's level rule in exact arithmetic: x is U (arrival) or the rank r (departure)."""
+    """The chain's level rule in exact arithmetic: x is U (arrival) or the rank r (departure)."""
     if arrival:
         return sum(1 for ui in u if x < g[ui])
     return sum(1 for ui in u if x < ui)
@@ -437,7 +437,7 @@ def exact_coupling(n: int, d: int, lam: float, *, bottom: Sequence[int], top: Se
 
     The pair (bottom, top) of count vectors u_1..u_cap is a Markov chain: with probability
     lam/(1+lam) both see the same arrival uniform U, otherwise the same departure rank r,
-    uniform on {0..n-1}. Levels touched are as in the engine: #{i: U < g(u_i)} and
+    uniform on {0..n-1}. Levels touched are as in the chain kernel: #{i: U < g(u_i)} and
     #{i: r < u_i}. For each event, the pair's next state is constant on the intervals between
     the breakpoints g(u_i), g(u'_i), so transition probabilities are exact interval lengths.
     Arrivals at length ``cap`` are lost (keep ``cap`` well above every length you expect).
