@@ -77,6 +77,10 @@ from qlib import _rng, _sharding
 from qlib import _validate as V
 from qlib._progress import progress_bar
 
+#: Which random streams the chain uses: 1 = one word per step (32-bit event, uniform and rank,
+#: up to issue 12), 2 = two 64-bit words per step (issue 13). A result cached under another
+#: version holds other numbers for the same seed.
+STREAM_VERSION = 2
 MAX_N = 2**32 - 1  # counts are uint32, the rank a 64 x 32-bit product
 LAM_RESOLUTION = 2.0**-43  # lam and 1 - lam below this lose more than 2^-20 of their value
 _NOOP = 0xFFFFFFFF  # a departure with this rank touches level 0: the step of an inactive lane
