@@ -209,27 +209,47 @@ def supermarket_md(sm: dict, figs: list[str], quick: bool) -> str:
     return "\n".join(out)
 
 
-MANY_MD = """Why the loop is not 3× slower: `simulate_many` runs the 32 points as lanes of one kernel with
-per-lane (n, d, λ) and as fast as one point with as many replicas (the target above); but a single
-`simulate` call at 32 replicas is itself fast now (groups of lanes in a compiled loop, below), so
-the gap to a loop of calls is the per-call cost (validation, set-up, one host sync per chunk,
-result assembly) plus the per-lane overhead of narrower kernels; it grows as runs get shorter.
-The 3× target was set against the old engine, where 32 replicas ran at a third of the speed of
-1024."""
+MANY_MD = """What the ratio against the loop measures: `simulate_many` runs the 32 points as lanes of one
+kernel with per-lane (n, d, λ), about as fast as one point with as many replicas (the first
+target); a loop of single calls pays, per call, validation, set-up, one host sync per chunk and
+result assembly, and runs narrower kernels (32 lanes, split over the devices). Since single
+calls at 32 replicas got fast too (groups of lanes in one compiled loop, below), the gap is
+this per-call cost: it is larger for shorter runs and smaller for longer ones (5,000 steps per
+point in quick mode; at 20,000 steps per point: 2.5× against the loop and 0.98× one point,
+measured on this machine at load 2.6). The 3× target was set against the old engine, where
+32 replicas ran at a third of the speed of 1024."""
 
 
-PROFILE_MD = """### Where the time goes, and what made few replicas fast
+PROFILE_MD = """### The streams changed (issue 13), and why
+
+Since issue 13 each step of the count chain uses **two** SplitMix64 words instead of one: word 1
+against a 64-bit arrival threshold computed exactly (with `fractions.Fraction`) from the float64
+λ or from 1 − λ given as `one_minus_lam=`; word 2 as the arrival uniform U = (w + ½)/2^64 or the
+departure rank floor(w·n/2^64) (an exact 64 × 32-bit high product). The old word split into 32
+bits each for the event, U and the rank, which rounded 1 − λ up to a multiple of 2^-32 (+86% at
+1 − λ = 10^-9, and every λ above 1 − 9.3·10^-10 was the same chain), gave the single longest
+queue a +100% departure rate at n = 2^32 − 1, made joining the top queue impossible at
+n = 10^5, d = 2, and let an arrival at huge d land above n (u_1 = 11 > n = 10 at d = 10^18). The
+arrival threshold floor(n U^(1/d)) is now computed so that it is at most n − 1 for every d up
+to 2^63 − 1. The same seed therefore gives different (correct) numbers than before issue 13;
+the exact-oracle tests (small-n exact solve, M/M/1 at d = 1, E[u_1] = λn, the second identity,
+the direct queue-vector simulation, the exact pair-chain coupling law) pass unchanged, the
+numba and plain-Python loops were updated to the same streams (bit-identical, checked in every
+run), and `tests/data/supermarket_golden.npz` holds the new streams. (Issue 12's refactor of
+the kernel, before that, was bit-identical to the old streams: 83 golden arrays of commit
+85b3b95.)
+
+### Where the time goes, and what made few replicas fast
 
 The old engine ran the step as one XLA while loop over all replicas; at R = 1 and 64 it paid
 XLA:CPU's per-op dispatch (the thunk runtime runs every fused op of a loop body as a separate
 kernel: 8 fusions and 6 copies per step, about 1 µs whatever R), not arithmetic. The kernel of
-`qlib/supermarket/chain.py` (issue 12) changes three things, all bit-identical to the old
-streams (83 golden arrays of the old code, `tests/test_supermarket_chain.py`):
+`qlib/supermarket/chain.py` (issue 12) changes four things:
 
 1. **Random words drawn in blocks.** SplitMix64 is counter-based (state_t = state_0 + t·GOLDEN),
-   so a block of steps' words, events and arrival thresholds (the mix, log and exp) is computed
-   at once, vectorised over (steps, lanes), outside the sequential loop; only the compare-and-
-   update is left in it. At R = 1 this makes the draws SIMD-wide over steps.
+   so a block of steps' words, events and arrival thresholds is computed at once, vectorised
+   over (steps, lanes), outside the sequential loop; only the compare-and-update is left in
+   it. At R = 1 this makes the draws SIMD-wide over steps.
 2. **Groups of lanes, each running its whole chunk.** Lanes are taken a group at a time (as a
    hand-written loop over replicas would) and each group runs all steps of a chunk before the
    next, its counts staying in cache; blocks are ~2^13 (step, lane) events.
@@ -241,17 +261,22 @@ streams (83 golden arrays of the old code, `tests/test_supermarket_chain.py`):
    two whose per-step bytes fit (`chain.group_width`; a test asserts the loop is one kernel).
    Without the flag (e.g. JAX used before qlib was imported) groups are 1-2 lanes wide: still
    about as fast as numba at R = 1, slower at large R.
+4. **log U without libm** (with the issue-13 streams). XLA:CPU computes a float64 `log` by one
+   scalar C-library call per element; it was about half of the draws' cost. log U is now
+   frexp plus the atanh series (and a series in the exact 1 − U near 1), which vectorises, and
+   U^(1/d) takes one `exp` (no `log1p`/`expm1`): about 1.5–2× end to end at every R. The numba
+   loop repeats these operations one by one (bit-identical).
 
-Measured on this shared machine (interleaved, one process, load average 5-8, so ±30%): the
+Measured on this shared machine (interleaved, one process, load average 2-8, so ±30%): the
 sequential step at 5 levels costs ~22 ns per step for one lane and ~4-7 ns per lane-step in
-groups of 32-64 lanes (12 levels); the draws ~15-20 ns per step (glibc's scalar `log` about
-half); per lane-step in a whole simulate call ~14 ns at 512 lanes per device and 5 levels.
-Tried and not kept: one packed int64 loop carry for counts, flags and sums (1.6× slower: the
-legacy emitter's concatenate is branchy); recording only each step's level and rebuilding the
-time sums after the block with a cumulative sum (slower: XLA:CPU's cumsum is a reduce-window);
-a scalar early-exit level search inside the loop (0.6× numba: a nested while per step);
-unrolling the step loop (breaks the small-loop path above 1 kB: 5× slower); a threshold of
-10^9 bytes (also hoists the block loop with the vectorised draws: 20% slower at R = 1)."""
+groups of 32-64 lanes (12 levels). Tried and not kept: one packed int64 loop carry for counts,
+flags and sums (1.6× slower: the legacy emitter's concatenate is branchy); recording only each
+step's level and rebuilding the time sums after the block with a cumulative sum (slower:
+XLA:CPU's cumsum is a reduce-window); a scalar early-exit level search inside the loop (0.6×
+numba: a nested while per step); unrolling the step loop (breaks the small-loop path above
+1 kB: 5× slower); a threshold of 10^9 bytes (also hoists the block loop with the vectorised
+draws: 20% slower at R = 1); the prefix-mask update for wide groups (the one-hot update is
+5-10% faster there, the mask for 1-4 lanes)."""
 
 
 SCALING_MD = """How replicas spread over devices, from one CPU core to many GPUs, with the same code:

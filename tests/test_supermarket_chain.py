@@ -102,7 +102,7 @@ def test_draw_block_rows_are_successive_draws():
                 for a, b in zip(ev, (x[k] if x is not None else None for x in block)):
                     if a is not None:
                         np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
-            np.testing.assert_array_equal(np.asarray(r), np.asarray(_rng.advance(rng, 9)))
+            np.testing.assert_array_equal(np.asarray(r), np.asarray(_rng.advance(rng, 18)))  # two words a step
 
 
 def test_level_cap_rule():
@@ -147,7 +147,10 @@ def test_sequential_loop_compiles_to_one_kernel():
 def test_public_api_matches_golden_outputs():
     """simulate, meeting_times and coupled_paths reproduce tests/data/supermarket_golden.npz bit
     for bit (83 arrays over R = 1, 3, 64, burn-in, batches, trajectories, level growth, no
-    replacement, n = 2^32 - 1, d = 1, per-replica starts, ordered/unordered meetings, paths)."""
+    replacement, n = 2^32 - 1, d = 1, per-replica starts, ordered/unordered meetings, paths).
+
+    A change of any number here is a change of the streams: regenerate the file on purpose
+    (tests/data/make_supermarket_golden.py) and say so (benchmarks/README.md)."""
     sys.path.insert(0, str(DATA))
     try:
         import make_supermarket_golden as G
@@ -159,3 +162,134 @@ def test_public_api_matches_golden_outputs():
     for k in ref.files:
         assert new[k].dtype == ref[k].dtype, k
         np.testing.assert_array_equal(new[k], ref[k], err_msg=k)
+
+
+# --------------------------------------------------------------------------- exact event probabilities (issue 13)
+#
+# Each test below checks an integer threshold or probability of the chain directly, against
+# the exact value, where sampling could not resolve it; each names what the old kernel (one
+# word per step, 32 bits for the event, the uniform and the rank) gave instead.
+
+from fractions import Fraction  # noqa: E402
+
+TWO64 = 2**64
+
+
+def _jx(f, *args):
+    with jax.enable_x64(True):
+        return np.asarray(jax.jit(f)(*(jnp.asarray(a) for a in args)))
+
+
+@pytest.mark.parametrize("eps", [1e-6, 1e-7, 1e-8, 1e-9, 1e-10, 1e-11, 1e-12])
+def test_simulated_one_minus_lam_is_the_requested_one(eps):
+    # given as one_minus_lam: carried exactly; |error| <= 2^-63 absolute, so <= 2^-63/eps relative
+    lam_eff, eps_eff = K.simulated_lam(K.arrival_threshold(one_minus_lam=eps))
+    assert abs(eps_eff / Fraction(eps) - 1) <= Fraction(2) ** -63 / Fraction(eps) * 2
+    assert abs(eps_eff / Fraction(eps) - 1) < 1e-6
+    # given as a float lam: the simulated lam is that float's own value to 2^-63 (|dlam| <= 2^-52)
+    lam = 1.0 - eps
+    lam_eff, eps_eff = K.simulated_lam(K.arrival_threshold(lam))
+    assert abs(lam_eff - Fraction(lam)) <= Fraction(2) ** -62
+    assert abs(eps_eff / (1 - Fraction(lam)) - 1) < 1e-6
+    # the old 32-bit threshold floor(2^32 lam/(1+lam)): +86% at 1 - lam = 1e-9, always rounded up
+    p_old = Fraction(int(4294967296.0 * lam / (1.0 + lam)), 2**32)
+    eps_old = (1 - 2 * p_old) / (1 - p_old)
+    if eps <= 1e-9:
+        assert eps_old / Fraction(eps) - 1 > 0.5
+
+
+def test_departure_rank_has_probability_one_over_n_at_the_top():
+    n = 2**32 - 1
+    rank = lambda w: _jx(lambda w, n: K.departure_rank(w, n), np.uint64(w), np.uint64(n))  # noqa: E731
+    w0 = -(-(n - 1) * TWO64 // n)  # the first word of the top rank n - 1
+    assert rank(w0 - 1) == n - 2 and rank(w0) == n - 1 and rank(TWO64 - 1) == n - 1 and rank(0) == 0
+    freq = Fraction(TWO64 - w0, TWO64)
+    assert abs(freq - Fraction(1, n)) <= Fraction(1, TWO64)  # 1/n up to 2^-64 (old: 2/2^32, +100%)
+    # and every rank is floor(w n / 2^64) exactly
+    w = np.random.default_rng(0).integers(0, 2**63, size=4096, dtype=np.uint64) * np.uint64(2) + np.uint64(1)
+    got = _jx(lambda w, n: K.departure_rank(w, n), w, np.full(w.shape, n, np.uint64))
+    assert all(int(g) == (int(x) * n) >> 64 for g, x in zip(got, w))
+
+
+def _threshold(w, n, d):
+    f = lambda w, n, d: K.join_threshold(K.uniform_log(w), n, d)  # noqa: E731
+    return _jx(f, np.asarray(w, np.uint64), np.asarray(n, np.uint64), np.asarray(d, np.float64))
+
+
+def _last_word_below(n, d, v):
+    """The largest word whose arrival threshold is < v (the threshold is non-decreasing in w)."""
+    lo, hi = 0, TWO64 - 1  # threshold(lo) < v <= threshold(hi)
+    assert _threshold(lo, n, d) < v <= _threshold(hi, n, d)
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (mid, hi) if _threshold(mid, n, d) < v else (lo, mid)
+    return lo
+
+
+@pytest.mark.parametrize("u", [1, 2])
+def test_arrival_joins_the_top_queues_with_the_exact_probability(u):
+    # n = 1e5, d = 2, u_1 = u busy queues: an arrival joins one of them iff U < (u/n)^d, i.e.
+    # iff the threshold x = floor(n U^(1/d)) is < u. Old: probability 0 at u = 1, +16% at u = 2.
+    n, d = 10**5, 2
+    w = _last_word_below(n, d, u)
+    p = Fraction(w + 1, TWO64)
+    exact = Fraction(u, n) ** d
+    assert abs(p / exact - 1) < 1e-8, (float(p), float(exact))
+
+
+@pytest.mark.parametrize("n", [1, 2, 10, 3 * 10**9, 2**32 - 1])
+def test_arrival_threshold_never_reaches_n(n):
+    # x <= n - 1 means an arrival into an all-busy state joins a queue of length >= 1: the
+    # counts never exceed n. Old: floor(n exp(log U / d)) rounded to n for d >= ~1e9.
+    words = np.array([0, 1, 2**53, 2**63 - 1, 2**63, TWO64 - 2**11, TWO64 - 2, TWO64 - 1], dtype=np.uint64)
+    for d in (1, 2, 7, 10**9, 10**18, 2**63 - 1):
+        x = _threshold(words, np.full(words.shape, n, np.uint64), np.full(words.shape, d, np.float64))
+        assert np.all((0 <= x) & (x <= n - 1)), (n, d, x)
+    U_old = (4294967295 + 0.5) / 4294967296.0  # the old largest uniform
+    assert np.floor(n * np.exp(np.log(U_old) / 1e9)) == n  # what the old kernel did
+
+
+def test_without_replacement_log_binomial_is_consistent_and_accurate():
+    # log g(u) = log C(u, d)/C(n, d): g(n) = 1 exactly (every arrival into a full level passes
+    # it), and accurate to 1e-12 absolute near u = n at n = 3e9, d = 7, where the old host and
+    # JAX lgamma disagreed by ~1e-5 (u_1 exceeded n).
+    import math
+
+    n, d = 3 * 10**9, 7
+    us = np.array([n, n - 1, n - 1000, n // 2, 10 * d, d], np.float64)
+    with jax.enable_x64(True):
+        f = jax.jit(lambda u, n, d: K.log_falling(u, d) - K.log_falling(n, d))
+        got = np.asarray(f(jnp.asarray(us), jnp.float64(n), jnp.float64(d)))
+    assert got[0] == 0.0
+    for u, g in zip(us.astype(np.int64), got):
+        k = n - int(u)  # log((u-j)/(n-j)) = log1p(-k/(n-j)): accurate for small k, else as a difference
+        exact = math.fsum(math.log1p(-k / (n - j)) if 2 * k < n else math.log(int(u) - j) - math.log(n - j)
+                          for j in range(d))
+        assert abs(g - exact) <= 1e-12 * max(1.0, abs(exact)), (u, g, exact)
+    # the hit rule: with all queues busy an arrival joins a busy queue (level 1), even at the
+    # largest uniform; with one idle queue that uniform joins it (g(n - 1) < U)
+    params = K.lane_params([(n, d, 0.9)], [1])
+    with jax.enable_x64(True):
+        p = K._with_norm(K.LaneParams(*(jnp.asarray(a) for a in params)))
+        ev = K.Events(jnp.array([True]), jnp.array([0], jnp.uint32), K.uniform_log(jnp.array([TWO64 - 1], jnp.uint64)))
+        for u1, want in ((n, 1), (n - 1, 0)):
+            u = jnp.asarray(np.array([[[n], [u1], [0]]], np.uint32))
+            assert np.asarray(K.level(u, ev, p, False)).tolist() == [[want]], u1
+
+
+def test_uniform_log_is_accurate_from_near_0_to_near_1():
+    # log U, U = (w + 1/2)/2^64, in basic float64 operations (no libm log): relative error a
+    # few ulp where U < 1/2 and where 1 - U < 2^-20, absolute 2^-52 in between
+    from decimal import Decimal, getcontext
+
+    getcontext().prec = 50
+    rng = np.random.default_rng(1)
+    w = np.concatenate([np.array([0, 1, 2, 2**20, 2**53, 2**63 - 1, 2**63, 2**64 - 2**44 - 1, 2**64 - 2**44,
+                                  2**64 - 2**30, 2**64 - 2, 2**64 - 1], dtype=np.uint64),
+                        rng.integers(0, 2**63, 2000, dtype=np.uint64) * np.uint64(2) + np.uint64(1),
+                        np.uint64(TWO64 - 1) - rng.integers(0, 2**50, 500, dtype=np.uint64)])
+    got = _jx(K.uniform_log, w)
+    for wi, g in zip(w.tolist(), got):
+        exact = float(((Decimal(wi) + Decimal("0.5")) / Decimal(TWO64)).ln())
+        tol = 4e-16 * abs(exact) if (wi < 2**63 or wi >= 2**64 - 2**44) else 2.3e-16
+        assert abs(g - exact) <= tol, (wi, g, exact)

@@ -215,3 +215,17 @@ def test_meeting_times_many_is_a_loop_of_single_calls():
         C.meeting_times_many([(30, 3, 0.9), (30, 3, 1.0)], replicas=2, top_length=3, max_steps=10)
     with pytest.raises(ValueError, match="max_steps"):
         C.meeting_times_many(points, replicas=2, top_length=3, max_steps=[10, 10])
+
+
+def test_coupling_takes_one_minus_lam():
+    kw = dict(replicas=4, seed=7, top_length=4, max_steps=3000)
+    np.testing.assert_array_equal(C.meeting_times(30, 3, 0.75, **kw), C.meeting_times(30, 3, one_minus_lam=0.25, **kw))
+    a = C.coupled_paths(30, 3, 0.75, ["empty", counts_all_at(30, 3)], steps=200, replicas=2, seed=1, record_every=10)
+    b = C.coupled_paths(30, 3, None, ["empty", counts_all_at(30, 3)], steps=200, replicas=2, seed=1, record_every=10,
+                        one_minus_lam=0.25)
+    np.testing.assert_array_equal(a.counts, b.counts)
+    many = C.meeting_times_many([(30, 3), (20, 2)], one_minus_lam=[0.25, 0.2], replicas=4, top_length=4, max_steps=3000)
+    np.testing.assert_array_equal(many[0], C.meeting_times(30, 3, one_minus_lam=0.25, replicas=4, seed=0, top_length=4,
+                                                           max_steps=3000))
+    with pytest.raises(ValueError, match="max_steps"):
+        C.meeting_times(30, 3, 0.9, replicas=10**6, seed=0, top_length=4, max_steps=2**62)

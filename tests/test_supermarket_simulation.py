@@ -271,3 +271,97 @@ def test_continuing_a_run_is_exact():
         args = dict(n=40, d=3, lam=0.95, steps=10, replicas=4) | bad
         with pytest.raises(ValueError, match=rf"\b{name}\b"):
             sm.simulate(args.pop("n"), args.pop("d"), args.pop("lam"), initial=a, **args)
+
+
+# --------------------------------------------------------------------------- the extremes (issue 13)
+
+def _valid_counts(u, n):
+    u = np.asarray(u)
+    return bool(np.all(u[..., 0] == n) and np.all(u >= 0) and np.all(u <= n) and np.all(np.diff(u, axis=-1) <= 0))
+
+
+def test_huge_d_never_puts_a_customer_above_n():
+    # The issue's case: old kernel ended with u_1 = 11 > n = 10 and tail_fraction[1] = 1.08.
+    r = sm.simulate(10, 10**18, 0.99, steps=200_000, replicas=4, seed=1, initial=[10, 10])
+    assert _valid_counts(r.counts, 10) and r.tail_fraction.max() <= 1.0
+    # d = oo in effect: every arrival joins a shortest queue (length m = #{i >= 1: u_i = n}),
+    # i.e. the count that grows is u_{m+1}
+    t = sm.simulate(10, 10**18, 0.99, steps=3000, replicas=2, seed=3, initial=[10, 10], record_every=1).trajectory
+    before, after = t[:, :-1], t[:, 1:]
+    arrivals = after.sum(axis=-1) > before.sum(axis=-1)
+    m = (before[..., 1:] == 10).sum(axis=-1)
+    grown = np.argmax(after - before, axis=-1)
+    assert arrivals.sum() > 1000 and np.all(grown[arrivals] == m[arrivals] + 1)
+
+
+@pytest.mark.parametrize("n,d,replacement", [(2**32 - 1, 10**9, True), (2**32 - 1, 10**18, True),
+                                             (2**32 - 1, 10**9, False), (3 * 10**9, 7, False),
+                                             (2**32 - 1, 2**63 - 1, True)])
+def test_counts_stay_in_zero_n_at_the_extremes(n, d, replacement):
+    # from all queues busy (the state where a wrong arrival level lands above n), with lam
+    # close to 1 so that arrivals into a full level are frequent; every recorded state valid
+    r = sm.simulate(n, d, one_minus_lam=1e-3, steps=20_000, replicas=4, seed=2, initial=[n, n, n // 2],
+                    replacement=replacement, record_every=50)
+    assert _valid_counts(r.trajectory, n) and _valid_counts(r.counts, n)
+    assert np.all(r.tail_fraction <= 1.0) and np.all(r.tail_fraction[:, 1] > 0.99)
+
+
+def test_lam_resolution_and_largest_d_are_checked(monkeypatch):
+    def no_compile(*a, **k):
+        raise AssertionError("reached the jitted kernel")
+
+    monkeypatch.setattr(chain, "_advance_fn", no_compile)
+    for kw, name in [(dict(lam=1e-14), "lam"), (dict(lam=1 - 2**-50), "lam"), (dict(one_minus_lam=1e-14), "one_minus_lam"),
+                     (dict(lam=0.5, one_minus_lam=0.5), "lam"), (dict(), "lam"), (dict(lam=0.5, d=10**400), "d"),
+                     (dict(lam=0.5, d=2**63), "d"), (dict(one_minus_lam=-0.1), "one_minus_lam")]:
+        kw = dict(d=2) | kw
+        with pytest.raises(ValueError, match=rf"\b{name}\b"):
+            sm.simulate(10, kw.pop("d"), steps=10, **kw)
+    # one_minus_lam given both ways is the same chain when the float lam holds it exactly
+    monkeypatch.undo()
+    a = sm.simulate(30, 3, 0.75, steps=3000, replicas=2, seed=4)
+    b = sm.simulate(30, 3, one_minus_lam=0.25, steps=3000, replicas=2, seed=4)
+    np.testing.assert_array_equal(a.tail_fraction, b.tail_fraction)
+    assert b.one_minus_lam == 0.25 and b.lam == 0.75
+
+
+def test_d1_near_lam_1_has_a_level_cap_bounded_by_the_steps():
+    # old: the cap followed log(1e-3)/log(lam): 6.9 million levels at 1 - lam = 1e-6 (122 s for
+    # 2000 steps) and a MemoryError at 1e-9. A queue cannot grow by more than one per step.
+    u0 = sm.initial_counts(10, 1, None, "empty", one_minus_lam=1e-6)
+    assert sm.simulation.default_levels(1, None, u0, 2000, one_minus_lam=1e-6) <= 2 + 2000
+    for eps in (1e-6, 1e-9):
+        r = sm.simulate(10, 1, one_minus_lam=eps, steps=2000, replicas=2, seed=1)
+        assert r.levels <= 2 + 2000 and _valid_counts(r.counts, 10)
+
+
+def test_runs_that_cannot_fit_or_finish_are_refused_before_compile(monkeypatch):
+    from qlib import _validate
+
+    def no_compile(*a, **k):
+        raise AssertionError("reached the jitted kernel")
+
+    monkeypatch.setattr(chain, "_advance_fn", no_compile)
+    with pytest.raises(ValueError, match=r"\bsteps\b.*years"):
+        sm.simulate(10, 2, 0.5, steps=2**70)
+    # the fluid start at d = 1 has log(2n)/(1 - lam) levels: 7.6e9 here (old: a MemoryError)
+    with pytest.raises(ValueError, match=r"\binitial\b.*GiB"):
+        sm.simulate(1000, 1, one_minus_lam=1e-9, steps=10, initial="fluid")
+    # 50 batches x 10^6 replicas on a machine with 4 GiB: refused before the run (old: a
+    # MemoryError after minutes)
+    monkeypatch.setattr(_validate, "available_memory", lambda: 4 * 2**30)
+    with pytest.raises(ValueError, match=r"\bbatches\b.*GiB"):
+        sm.simulate(1000, 10, 0.95, steps=100, replicas=10**6, batches=50)
+    with pytest.raises(ValueError, match=r"\brecord_every\b.*GiB"):
+        sm.simulate(1000, 10, 0.95, steps=10**5, replicas=10**4, record_every=1)
+
+
+def test_level_growth_is_checked_against_memory(monkeypatch):
+    from qlib import _validate
+
+    # n = 10, lam = 0.95 from a cap of 2: the first growth (to 6 levels) needs more than the
+    # (pretended) memory left, so the run stops with a ValueError naming levels
+    per_level = sm.simulation._bytes_per_level(4, 1, 0, False)[0]
+    monkeypatch.setattr(_validate, "available_memory", lambda: int(4 * per_level))
+    with pytest.raises(ValueError, match=r"\blevels\b.*grows to 6"):
+        sm.simulate(10, 2, 0.95, steps=30_000, replicas=4, seed=2, levels=2)

@@ -51,3 +51,46 @@ def test_asymptotic_profile_sums_sensibly():
 def test_theory_functions_reject_bad_input(call):
     with pytest.raises(ValueError):
         call()
+
+
+# --------------------------------------------------------------------------- validation and 1 - lam (issue 13)
+
+@pytest.mark.parametrize("call,name", [
+    (lambda: sm.fluid_drift(np.array([0.5, 0.2]), 2, 5.0), "lam"),
+    (lambda: sm.fluid_drift(np.array([0.5, 0.2]), 0, 0.5), "d"),
+    (lambda: sm.fluid_drift(np.array([0.5, 0.2]), 2, float("nan")), "lam"),
+    (lambda: sm.fluid_drift(np.array([0.5, np.nan]), 2, 0.5), "s"),
+    (lambda: sm.all_sampled_at_least([0.5], 0), "d"),
+    (lambda: sm.all_sampled_at_least([1.5], 2), "s"),
+    (lambda: sm.all_sampled_at_least([np.nan], 2), "s"),
+    (lambda: sm.all_sampled_at_least([0.5], 2, replacement=False), "n"),
+    (lambda: sm.fluid_trajectory(2, 0.5, [0, 1], [1.0, 0.2], rtol=-1), "rtol"),
+    (lambda: sm.fluid_trajectory(2, 0.5, [0, 1], [1.0, 0.2], atol=0), "atol"),
+    (lambda: sm.predicted_max_length(2**63, 0.5), "d"),
+    (lambda: sm.predicted_max_length(10, 0.5, one_minus_lam=0.5), "lam"),
+    (lambda: sm.predicted_max_length(10, one_minus_lam=0.0), "one_minus_lam"),
+    (lambda: sm.fluid_fixed_point(10, one_minus_lam=0.1), "levels"),
+])
+def test_theory_functions_validate_like_simulate(call, name):
+    with pytest.raises(ValueError, match=rf"\b{name}\b"):
+        call()
+
+
+def test_theory_takes_one_minus_lam_exactly():
+    # 1 - 1e-12 as a float lam holds 1 - lam = 9.99978e-13: k reads 13 instead of 12
+    assert sm.predicted_max_length(10, one_minus_lam=1e-12) == 12
+    assert sm.predicted_max_length(10, 1 - 1e-12) == 13
+    assert sm.predicted_max_length(10, one_minus_lam=1e-13) == 13
+    assert sm.boundary_distance(10, one_minus_lam=1e-12) < 1e-12 < sm.boundary_distance(10, 1 - 1e-12)
+    assert sm.predicted_max_length(2**63 - 1, one_minus_lam=1e-3) == 1
+    # s_12 = lam^((10^12 - 1)/9) at 1 - lam = 1e-12: from 1 - lam itself to 1e-13, while the
+    # float lam is off by 1e-5 relative
+    s = sm.fluid_fixed_point(10, one_minus_lam=1e-12, levels=13)
+    exact = math.exp(math.log1p(-1e-12) * (10**12 - 1) / 9)
+    assert abs(s[12] / exact - 1) < 1e-13
+    assert abs(sm.fluid_fixed_point(10, 1 - 1e-12, 13)[12] / exact - 1) > 1e-6
+    # lam >= 1/2: both ways give the same numbers
+    np.testing.assert_allclose(sm.fluid_fixed_point(3, 0.75, 6), sm.fluid_fixed_point(3, one_minus_lam=0.25, levels=6),
+                               rtol=1e-13)
+    p = sm.asymptotic_profile(100, one_minus_lam=1e-3)
+    np.testing.assert_allclose(p[:3], [1e-3, 0.1, 0.9], rtol=1e-12)

@@ -11,33 +11,53 @@ u_i = #queues with length >= i (u_0 = n, non-increasing) form a Markov chain of 
 - a departure hits a queue of length i >= 1 with probability (u_i - u_{i+1})/n.
 
 One step costs O(levels), whatever n and d. The level touched is found by the monotone
-coupling of docs/models.md ("monotone coupling"): one 64-bit random word per step; its high
-32 bits pick the event (arrival iff < floor(2^32 lam/(1+lam))), its low 32 bits either the
-arrival uniform U = (lo + 1/2)/2^32 (join the largest i with U < g(u_i)) or the departure rank
-r = floor(lo n/2^32) (the queue of rank r in decreasing order of length). With replacement
-U < (u/n)^d <=> u > floor(n U^(1/d)), so both events compare the counts with one integer
-threshold x: the level touched is #{i >= 1: u_i > x}. Several chains fed the same words are
-the monotone coupling (the level is non-decreasing in u).
+coupling of docs/models.md ("monotone coupling"), from two 64-bit random words per step:
+
+- the event: an arrival iff word 1 < A = round(2^64 lam/(1+lam)), A computed exactly (with
+  ``fractions.Fraction``) from the float64 lam or from 1 - lam given as such, so the simulated
+  lam is within 2^-63 of the requested one;
+- an arrival joins the largest i with U < g(u_i), U = (word 2 + 1/2)/2^64. With replacement
+  U < (u/n)^d <=> u > floor(n U^(1/d)) =: x, computed as n + floor(n (U^(1/d) - 1)) near
+  U^(1/d) = 1 (log U from the exact 1 - U there), so that x <= n - 1 always: an arrival into
+  an all-busy state joins a queue of length >= 1 for every d (counts never leave [0, n]);
+- a departure removes a customer from the queue of rank r = floor(word 2 * n / 2^64) (in
+  decreasing order of length), by an exact 64 x 32-bit high multiply: every rank in [0, n) has
+  probability 1/n up to 2^-64.
+
+So both events compare the counts with one integer x: the level touched is #{i >= 1: u_i > x}.
+Several chains fed the same words are the monotone coupling (the level is non-decreasing in u).
+Without replacement g(u) = C(u, d)/C(n, d) is compared in logs, log g(u) = F(u) - F(n) with
+F(a) = log(a (a-1) ... (a-d+1)) from one accurate formula (Stirling differences for large
+arguments), so g(n) = 1 exactly and u = n is always hit.
+
+The streams changed with issue 13: the old kernel (commit 85b3b95 and issue 12's refactor of it)
+used one word per step and 32 bits for each of the event, U and r, which rounded 1 - lam up to
+a multiple of 2^-32 (+86% at 1 - lam = 10^-9), gave the longest queue's departure rate
++100% at n = 2^32 - 1, made joining the top queue at n = 10^5, d = 2 impossible, and let an
+arrival land above n at huge d. The same seed gives different (correct) numbers since.
 
 Layout. A *lane* is one replica of one parameter point; every array has the lanes on its last
 axis and each lane carries its own parameters (:class:`LaneParams`), so one kernel runs many
 points at once. Counts have shape (chains, levels+1, lanes): one chain for simulation, two or
 more coupled chains for meeting times and coupled paths.
 
-Random words are counter-based (:mod:`qlib._rng`): the word of step t of a lane is
-mix64(s_0 + t GOLDEN). The fast path therefore draws a whole block of steps at once,
-vectorised over (steps, lanes) -- the SplitMix64 mix and the log/exp of the arrival threshold
--- and leaves only the cheap compare-and-update to the sequential loop. That loop runs over
-small groups of lanes: XLA:CPU compiles a while loop whose body touches less than
+Random words are counter-based (:mod:`qlib._rng`): the words of step t of a lane are
+mix64(s_0 + (2t - 1) GOLDEN) and mix64(s_0 + 2t GOLDEN). The fast path therefore draws a
+whole block of steps at once, vectorised over (steps, lanes) -- the SplitMix64 mix and the
+log/exp of the arrival threshold -- and leaves only the cheap compare-and-update to the
+sequential loop. That loop runs over groups of lanes, each group through a whole chunk:
+XLA:CPU compiles a while loop whose body touches less than
 ``xla_cpu_small_while_loop_byte_threshold`` bytes (1 kB unless raised; ``import qlib`` raises
 it) into one kernel, instead of dispatching every fused op of the body separately, which
 dominated the cost at few replicas (benchmarks/README.md).
 
 Public here: :class:`ChainState`, :class:`LaneParams`, :class:`Events`, the plain step
 (:func:`draw`, :func:`level`, :func:`apply`, :func:`step`), the block draws
-(:func:`draw_block`) and :class:`ChainDriver`, which owns chunk sizing, level growth and the
-progress bar for :func:`qlib.supermarket.simulate`, :func:`qlib.supermarket.meeting_times` and
-:func:`qlib.supermarket.coupled_paths`.
+(:func:`draw_block`), the exact event maps (:func:`arrival_threshold`, :func:`simulated_lam`,
+:func:`uniform_log`, :func:`join_threshold`, :func:`departure_rank`, :func:`log_falling`)
+and :class:`ChainDriver`, which owns chunk sizing, level growth (bounded, memory-checked) and
+the progress bar for :func:`qlib.supermarket.simulate`, :func:`qlib.supermarket.simulate_many`,
+:func:`qlib.supermarket.meeting_times` and :func:`qlib.supermarket.coupled_paths`.
 """
 
 from __future__ import annotations
@@ -46,6 +66,7 @@ import functools
 import math
 import os
 import re
+from fractions import Fraction
 from typing import Any, NamedTuple
 
 import jax
@@ -53,11 +74,17 @@ import jax.numpy as jnp
 import numpy as np
 
 from qlib import _rng, _sharding
+from qlib import _validate as V
 from qlib._progress import progress_bar
 
-MAX_N = 2**32 - 1  # the departure rank is (32 random bits * n) >> 32 in uint64; counts are uint32
-_TWO32 = 4294967296.0
+#: Which random streams the chain uses: 1 = one word per step (32-bit event, uniform and rank,
+#: up to issue 12), 2 = two 64-bit words per step (issue 13). A result cached under another
+#: version holds other numbers for the same seed.
+STREAM_VERSION = 2
+MAX_N = 2**32 - 1  # counts are uint32, the rank a 64 x 32-bit product
+LAM_RESOLUTION = 2.0**-43  # lam and 1 - lam below this lose more than 2^-20 of their value
 _NOOP = 0xFFFFFFFF  # a departure with this rank touches level 0: the step of an inactive lane
+_M32 = 0xFFFFFFFF
 
 
 # --------------------------------------------------------------------------- types
@@ -67,14 +94,14 @@ class LaneParams(NamedTuple):
 
     n: Any  # uint64: number of queues
     d: Any  # float64: choices per arrival
-    lam_thr: Any  # uint64: arrival iff the high 32 bits of the word are < lam_thr
-    log_cn: Any  # float64: log C(n, d), for sampling without replacement
+    arrival: Any  # uint64: an arrival iff the event word is < this (A = round(2^64 lam/(1+lam)))
+    log_norm: Any  # float64: F(n) = log(n (n-1) ... (n-d+1)); filled on the device (see _with_norm)
 
 
 class ChainState(NamedTuple):
     """The state of every lane's chains.
 
-    - ``rng`` (lanes,) uint64: the SplitMix64 state (s_0 + t GOLDEN after t steps);
+    - ``rng`` (lanes,) uint64: the SplitMix64 state (s_0 + 2t GOLDEN after t steps);
     - ``u`` (chains, levels+1, lanes) uint32: the counts u_0..u_levels of each chain;
     - ``overflow`` (lanes,) bool: an arrival would have joined a queue of length ``levels``.
     """
@@ -97,40 +124,138 @@ class Events(NamedTuple):
     log_u: Any = None
 
 
-def point_params(n: int, d: int, lam: float) -> tuple[int, float, int, float]:
-    """(n, d, lam_thr, log_cn) of one parameter point, as host scalars (see :class:`LaneParams`)."""
-    log_cn = math.lgamma(n + 1) - math.lgamma(n - d + 1) if d <= n else 0.0
-    return int(n), float(d), int(_TWO32 * lam / (1.0 + lam)), float(log_cn)
+def arrival_threshold(lam: float | None = None, one_minus_lam: float | None = None) -> int:
+    """A = round(2^64 p), p = lam/(1+lam), exactly from the float64 lam or 1 - lam (as given).
+
+    P(arrival) = A/2^64, so the simulated lam = A/(2^64 - A) is within 2^-63 of the requested
+    one. The caller validates the range (:func:`qlib.supermarket.simulation.check_parameters`).
+    """
+    lam_q = 1 - Fraction(one_minus_lam) if one_minus_lam is not None else Fraction(lam)
+    p = lam_q / (1 + lam_q)
+    return int(math.floor(p * 2**64 + Fraction(1, 2)))
 
 
-def lane_params(points: list[tuple[int, int, float]], lanes_per_point: list[int]) -> LaneParams:
-    """Host arrays of :class:`LaneParams` for consecutive lanes: point j repeated lanes_per_point[j] times."""
+def simulated_lam(threshold: int) -> tuple[Fraction, Fraction]:
+    """(lam, 1 - lam) that the chain simulates for the event threshold A, as exact fractions."""
+    p = Fraction(threshold, 2**64)
+    return p / (1 - p), (1 - 2 * p) / (1 - p)
+
+
+def point_params(n: int, d: int, lam: float | None, one_minus_lam: float | None = None) -> tuple:
+    """(n, d, A, 0.0) of one parameter point, as host scalars (see :class:`LaneParams`)."""
+    return int(n), float(d), arrival_threshold(lam, one_minus_lam), 0.0
+
+
+def lane_params(points: list[tuple], lanes_per_point: list[int]) -> LaneParams:
+    """Host arrays of :class:`LaneParams` for consecutive lanes: point j, (n, d, lam) or
+    (n, d, lam, one_minus_lam), repeated lanes_per_point[j] times."""
     cols = list(zip(*(point_params(*p) for p in points))) if points else [[], [], [], []]
     rep = np.asarray(lanes_per_point, dtype=np.int64)
-    n, d, thr, lc = (np.repeat(np.asarray(c, dtype=t), rep) for c, t in
+    n, d, thr, ln = (np.repeat(np.asarray(c, dtype=t), rep) for c, t in
                      zip(cols, (np.uint64, np.float64, np.uint64, np.float64)))
-    return LaneParams(n=n, d=d, lam_thr=thr, log_cn=lc)
+    return LaneParams(n=n, d=d, arrival=thr, log_norm=ln)
 
 
 # --------------------------------------------------------------------------- the plain step
 
-def _events(words, p: LaneParams, replacement: bool) -> Events:
-    """Events from random words (any leading shape, lanes last; params broadcast)."""
-    hi, lo = _rng.split_u32(words)
-    arrival = hi < p.lam_thr
-    rank = ((lo * p.n) >> 32).astype(jnp.int64)
-    U = _rng.uniform_open(lo)
+def log_falling(a, d):
+    """F(a) = log(a (a-1) ... (a-d+1)) = lgamma(a+1) - lgamma(a-d+1) for real a >= d, float64.
+
+    When a - d + 1 >= 64 both lgammas are large and nearly cancel; there the difference of
+    their Stirling series is used, (x - 1/2) log1p(d/x) + d log(x + d) - d + sum of the
+    1/(12 z), 1/(360 z^3), 1/(1260 z^5) differences (x = a - d + 1; truncation < 1e-16).
+    """
+    x = jnp.maximum(a - d + 1.0, 1.0)
+    direct = jax.lax.lgamma(a + 1.0) - jax.lax.lgamma(x)
+    y = x + d
+    series = (1 / (12 * y) - 1 / (12 * x)) - (1 / (360 * y**3) - 1 / (360 * x**3)) \
+        + (1 / (1260 * y**5) - 1 / (1260 * x**5))
+    stirling = (x - 0.5) * jnp.log1p(d / x) + d * jnp.log(y) - d + series
+    return jnp.where(x >= 64.0, stirling, direct)
+
+
+def _with_norm(p: LaneParams) -> LaneParams:
+    """Fill ``log_norm`` = F(n) on the device, with the same function as F(u): g(n) = 1 exactly."""
+    return p._replace(log_norm=log_falling(p.n.astype(jnp.float64), p.d))
+
+
+# log U and floor(n U^(1/d)) are written out in basic float64 operations (frexp, +, *, /, one
+# exp) rather than with log/log1p/expm1: XLA:CPU calls the C library for a float64 log, one
+# scalar call per element, which was half the cost of a step at few replicas; these forms
+# vectorise, and the numba reference repeats them operation by operation.
+_LN2 = math.log(2.0)
+_SQRT_HALF = math.sqrt(0.5)
+_NEAR_ONE = 2**64 - 2**44  # words with 1 - U < 2^-20: log U from its series in 1 - U
+# 2 atanh(s) = 2 s (1 + s^2/3 + s^4/5 + ...): 11 terms for |s| <= 3 - 2 sqrt(2) (error < 1e-17)
+_ATANH = tuple(1.0 / (2 * k + 1) for k in range(11))
+
+
+def _log_reduced(m, e):
+    """log(m 2^e) for m in [1/2, 1), e integer-valued float64: reduce m to [1/sqrt 2, sqrt 2),
+    then log m = 2 atanh((m - 1)/(m + 1)) by its series."""
+    low = m < _SQRT_HALF
+    m = jnp.where(low, 2.0 * m, m)
+    e = jnp.where(low, e - 1.0, e)
+    t = (m - 1.0) / (m + 1.0)
+    z = t * t
+    q = _ATANH[-1]
+    for c in _ATANH[-2::-1]:
+        q = c + z * q
+    return e * _LN2 + (2.0 * t) * q
+
+
+def uniform_log(w):
+    """log U for U = (w + 1/2)/2^64, w uint64: accurate (a few ulp) near 0 and near 1.
+
+    Below 1 - 2^-20, U is rounded to float64 (relative 2^-53, so log U to 2^-53 absolute)
+    and its log taken as above; nearer 1, from x = 1 - U = (2^64 - 1 - w + 1/2)/2^64 (exact),
+    log U = -x (1 + x (1/2 + x/3)) (truncation x^3/4 < 2^-62 relative).
+    """
+    u = (w.astype(jnp.float64) + 0.5) * 2.0**-64
+    m, e = jnp.frexp(u)
+    x = ((~w).astype(jnp.float64) + 0.5) * 2.0**-64
+    near = -x * (1.0 + x * (0.5 + x * (1.0 / 3.0)))
+    return jnp.where(w >= jnp.uint64(_NEAR_ONE), near, _log_reduced(m, e.astype(jnp.float64)))
+
+
+def join_threshold(log_u, n, d):
+    """x = floor(n U^(1/d)) with U = exp(log_u), as int64 in [0, n - 1] for every d.
+
+    U < (u/n)^d <=> u > x. With z = log U / d < 0 (strictly: log U <= -2^-65): for
+    U^(1/d) < 1/2, x = floor(n e^z); above, x = n + floor(n (e^z - 1)), with e^z - 1 from
+    its series z (1 + z/2) when |z| < 2^-26, so x <= n - 1 even when U^(1/d) rounds to 1
+    (huge d). The absolute error of n U^(1/d) is about n 2^-53 either way.
+    """
+    z = log_u / d
+    nf = n.astype(jnp.float64)
+    ez = jnp.exp(z)
+    em1 = jnp.where(z > -(2.0**-26), z * (1.0 + 0.5 * z), ez - 1.0)
+    x = jnp.where(z < -_LN2, jnp.floor(nf * ez), nf + jnp.floor(nf * em1))
+    return jnp.clip(x, 0.0, nf - 1.0).astype(jnp.int64)
+
+
+def departure_rank(w, n):
+    """r = floor(w n / 2^64) for w uint64, n < 2^32, exact (64 x 32-bit high product), as int64."""
+    n = n.astype(jnp.uint64)
+    return (((w >> 32) * n + (((w & jnp.uint64(_M32)) * n) >> 32)) >> 32).astype(jnp.int64)
+
+
+def _events(w_event, w_value, p: LaneParams, replacement: bool) -> Events:
+    """Events from the two words of a step (any leading shape, lanes last; params broadcast)."""
+    arrival = w_event < p.arrival
+    rank = departure_rank(w_value, p.n)
+    log_u = uniform_log(w_value)
     if replacement:
-        # U < (u/n)^d <=> u > n U^(1/d) <=> u > floor(n U^(1/d))
-        thr = jnp.floor(p.n.astype(jnp.float64) * jnp.exp(jnp.log(U) / p.d)).astype(jnp.int64)
-        return Events(arrival, jnp.where(arrival, thr, rank).astype(jnp.uint32))
-    return Events(arrival, rank.astype(jnp.uint32), jnp.log(U))
+        x = jnp.where(arrival, join_threshold(log_u, p.n, p.d), rank)
+        return Events(arrival, x.astype(jnp.uint32))
+    return Events(arrival, rank.astype(jnp.uint32), log_u)
 
 
 def draw(rng, p: LaneParams, replacement: bool) -> tuple[Any, Events]:
     """One step's randomness for every lane: (new rng, events of shape (lanes,))."""
-    rng, w = _rng.next_u64(rng)
-    return rng, _events(w, p, replacement)
+    rng, w1 = _rng.next_u64(rng)
+    rng, w2 = _rng.next_u64(rng)
+    return rng, _events(w1, w2, p, replacement)
 
 
 def draw_block(rng, p: LaneParams, steps: int, replacement: bool, active=None) -> Events:
@@ -139,7 +264,9 @@ def draw_block(rng, p: LaneParams, steps: int, replacement: bool, active=None) -
     Identical, row by row, to ``steps`` calls of :func:`draw`; computed vectorised over
     (steps, lanes). Inactive lanes (``active`` False) get a no-op departure (rank 2^32 - 1).
     """
-    ev = _events(_rng.block_words(rng, steps), p, replacement)
+    w = _rng.block_words(rng, 2 * steps)
+    w = w.reshape((steps, 2) + w.shape[1:])
+    ev = _events(w[:, 0], w[:, 1], p, replacement)
     if active is None:
         return ev
     x = jnp.where(active[None], ev.x, jnp.uint32(_NOOP))
@@ -151,8 +278,9 @@ def _hits(u, ev: Events, p: LaneParams, replacement: bool):
     if replacement:
         return u[:, 1:] > ev.x[None, None]
     uf = u[:, 1:].astype(jnp.float64)
-    log_g = jax.lax.lgamma(uf + 1) - jax.lax.lgamma(jnp.maximum(uf - p.d, 0.0) + 1) - p.log_cn
-    arr_hit = (uf >= p.d) & (ev.log_u[None, None] < log_g)
+    log_g = log_falling(uf, p.d) - p.log_norm  # log C(u, d)/C(n, d)
+    full = u[:, 1:] == p.n.astype(u.dtype)  # g(n) = 1: every arrival into a full level passes it
+    arr_hit = full | ((uf >= p.d) & (ev.log_u[None, None] < log_g))
     dep_hit = u[:, 1:] > ev.x[None, None]
     return jnp.where(ev.arrival[None, None], arr_hit, dep_hit)
 
@@ -185,6 +313,7 @@ def step(state: ChainState, p: LaneParams, replacement: bool) -> tuple[ChainStat
     This is the definition of the chain; the fast kernel of :class:`ChainDriver` is tested to
     give the same counts, random states and flags bit for bit.
     """
+    p = _with_norm(p)
     rng, ev = draw(state.rng, p, replacement)
     lvl = level(state.u, ev, p, replacement)
     top = state.u.shape[1] - 1
@@ -260,6 +389,7 @@ def _local_advance(state: ChainState, obs, p: LaneParams, active, t0, m, *, repl
     observer a group stops as soon as all its lanes have met.
     """
     W = state.rng.shape[0]
+    p = _with_norm(p)
     last = jnp.max(jnp.where(active, jnp.arange(W, dtype=jnp.int32), -1)) + 1
     n_groups = (last + group - 1) // group
     meeting = observe.startswith("meet")
@@ -285,7 +415,7 @@ def _local_advance(state: ChainState, obs, p: LaneParams, active, t0, m, *, repl
                 return ug, og | top, _observe(observe, obg, ug, evk, busy, t_start + k + 1)
 
             ug, og, obg = jax.lax.fori_loop(0, k_len, one, (ug, og, obg))
-            return jnp.where(ag, _rng.advance(rg, k_len), rg), ug, og, obg
+            return jnp.where(ag, _rng.advance(rg, 2 * k_len), rg), ug, og, obg
 
         c = (sl(rng), sl(u), sl(ovf), jax.tree.map(sl, obs))
         if meeting:  # stop once every active lane of the group has met
@@ -372,19 +502,25 @@ def pad_levels(a: np.ndarray, width: int, axis: int = 0) -> np.ndarray:
     return np.pad(a, pad)
 
 
-def grown(levels: int) -> int:
-    """The next level cap after an overflow."""
-    return levels + max(4, levels // 2)
+def grown(levels: int, limit: int | None = None) -> int:
+    """The next level cap after an overflow, never above ``limit`` (no queue can pass it)."""
+    L = levels + max(4, levels // 2)
+    return L if limit is None else max(levels, min(L, limit))
 
 
-def final_levels(start: int, peak: int) -> int:
+def final_levels(start: int, peak: int, limit: int | None = None) -> int:
     """The cap a run that starts at ``start`` levels ends with when its longest queue is ``peak``:
     the first of start, grown(start), ... that is >= peak (a chunk is rerun with more levels
     whenever an arrival would pass the cap)."""
     L = start
     while L < peak:
-        L = grown(L)
+        L = grown(L, limit)
     return L
+
+
+def level_limit(start_levels: int, steps: int) -> int:
+    """No queue can pass this level: one step lengthens the longest queue by at most one."""
+    return int(start_levels) + int(steps)
 
 
 class ChainDriver:
@@ -398,10 +534,15 @@ class ChainDriver:
     """
 
     def __init__(self, u0: np.ndarray, rng0: np.ndarray, params: LaneParams, *, replacement: bool,
-                 levels: int, progress: bool, total: int, desc: str):
+                 levels: int, progress: bool, total: int, desc: str, max_levels: int | None = None,
+                 bytes_per_level: float = 0.0):
         C, L0p1, lanes = u0.shape
         self.lanes, self.chains, self.replacement = lanes, C, bool(replacement)
         self.levels = max(int(levels), L0p1 - 1)
+        # the level cap grows up to max_levels; bytes_per_level (device and caller's host
+        # arrays) lets every growth be checked against the memory available first
+        self.max_levels = None if max_levels is None else max(int(max_levels), self.levels)
+        self.bytes_per_level = float(bytes_per_level)
         # no device holds only padding: a single chain runs on one device, not beside an idle one
         self.devices = tuple(jax.devices()[: max(1, min(_sharding.device_count(), lanes))])
         D = len(self.devices)
@@ -430,6 +571,12 @@ class ChainDriver:
 
     # -- helpers
 
+    @staticmethod
+    def device_bytes_per_level(lanes: int, chains: int) -> float:
+        """Device bytes per count level over ``lanes`` lanes: counts (uint32 per chain), chunk
+        sums or flags (int64 + int32), and their host copies."""
+        return float(lanes) * (4 * chains + 12 + 12)
+
     def _put(self, a: np.ndarray):
         return jax.device_put(a, _sharding.replica_sharding(a.ndim, devices=self.devices))
 
@@ -457,7 +604,13 @@ class ChainDriver:
         return tuple(out)
 
     def _grow(self) -> None:
-        L = grown(self.levels)
+        L = grown(self.levels, self.max_levels)
+        if L == self.levels:  # cannot happen: no queue passes max_levels
+            raise RuntimeError(f"a queue passed the level limit {self.max_levels}")
+        if self.bytes_per_level:
+            V.memory("levels", (L + 1) * self.bytes_per_level,
+                     f"the level cap grows to {L}: {L + 1} counts x {self.bytes_per_level:.3g} bytes per count "
+                     "over all replicas and buffers")
         with jax.enable_x64(True):
             u = jnp.pad(self.state.u, ((0, 0), (0, L - self.levels), (0, 0)))
             self.state = ChainState(self.state.rng, self._put(u), jnp.zeros_like(self.state.overflow))

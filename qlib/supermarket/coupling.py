@@ -37,6 +37,7 @@ import numpy as np
 from qlib import _rng
 from qlib import _validate as V
 from qlib.supermarket import chain as K
+from qlib.supermarket import simulation as S
 from qlib.supermarket.simulation import check_parameters, counts_all_at, initial_counts
 from qlib.supermarket.theory import all_sampled_at_least
 
@@ -47,12 +48,13 @@ __all__ = ["meeting_times", "meeting_times_many", "coupled_paths", "CoupledPaths
 # --------------------------------------------------------------------------- helpers
 
 def _resolve_starts(n: int, d: int, lam: float, starts: Sequence[Any], replacement: bool,
-                    replicas: int, where: str = "starts") -> list[np.ndarray]:
-    """Each start as counts of shape (levels+1, replicas), padded to a common number of levels."""
+                    replicas: int, where: str = "starts", eps: float | None = None) -> list[np.ndarray]:
+    """Each start as counts of shape (levels+1, replicas), padded to a common number of levels
+    (``eps``: 1 - lam when the caller gave it as such)."""
     us = []
     for j, s in enumerate(starts):
         try:
-            u = initial_counts(n, d, lam, s, replacement)
+            u = initial_counts(n, d, None if eps is not None else lam, s, replacement, one_minus_lam=eps)
         except ValueError as e:
             raise ValueError(f"{where}[{j}]: {e}") from None
         if u.ndim == 2 and u.shape[0] != replicas:
@@ -85,6 +87,7 @@ class _MeetPoint:
     n: int
     d: int
     lam: float
+    eps: float
     seed: int
     max_steps: int
     lo: np.ndarray  # (L0+1, R)
@@ -92,25 +95,26 @@ class _MeetPoint:
     levels: int
 
 
-def _meet_point(where: str, n, d, lam, *, replicas, seed, top_length, max_steps, replacement, bottom, top,
-                ordered, levels) -> _MeetPoint:
-    n, d, lam, replacement = check_parameters(n, d, lam, replacement)
+def _meet_point(where: str, n, d, lam, *, one_minus_lam, replicas, seed, top_length, max_steps, replacement,
+                bottom, top, ordered, levels) -> _MeetPoint:
+    n, d, lam, eps, replacement = S.check_point(n, d, lam, replacement, one_minus_lam)
     seed = V.integer("seed", seed, low=0, high=2**63 - 1)
     top_length = V.integer("top_length", top_length, low=0)
     max_steps = V.integer("max_steps", max_steps, low=1, high=2**62)
     if top is None:
         top = counts_all_at(n, top_length)
-    lo0, hi0 = _resolve_starts(n, d, lam, [bottom, top], replacement, replicas, where="bottom/top")
+    lo0, hi0 = _resolve_starts(n, d, lam, [bottom, top], replacement, replicas, where="bottom/top",
+                               eps=None if one_minus_lam is None else eps)
     if ordered:
         _check_ordered(lo0, hi0, f"{where}bottom/top")
     L0 = lo0.shape[0] - 1
     L = max(L0 + 3, 4) if levels is None else V.integer("levels", levels, low=L0)
-    return _MeetPoint(n, d, lam, seed, max_steps, lo0, hi0, L)
+    return _MeetPoint(n, d, lam, eps, seed, max_steps, lo0, hi0, L)
 
 
-def meeting_times(n: int, d: int, lam: float, *, replicas: int, seed: int, top_length: int,
-                  max_steps: int, replacement: bool = True, bottom: Any = "empty",
-                  top: Any = None, ordered: bool = True, levels: int | None = None,
+def meeting_times(n: int, d: int, lam: float | None = None, *, replicas: int, seed: int, top_length: int,
+                  max_steps: int, one_minus_lam: float | None = None, replacement: bool = True,
+                  bottom: Any = "empty", top: Any = None, ordered: bool = True, levels: int | None = None,
                   progress: bool | None = None) -> np.ndarray:
     """Meeting times of the monotone coupling from the bottom and the top start.
 
@@ -129,25 +133,29 @@ def meeting_times(n: int, d: int, lam: float, *, replicas: int, seed: int, top_l
 
     Replica r uses the stream ``_rng.replica_states(seed, r)``, so its meeting time does not
     depend on ``replicas``; the same seed gives the same array. ``levels`` (the initial number
-    of tracked lengths) only affects speed: it grows when a queue would pass it.
+    of tracked lengths) only affects speed: it grows when a queue would pass it. ``lam`` may
+    be given as ``one_minus_lam`` instead (see :func:`qlib.supermarket.simulate`).
     """
-    n, d, lam, replacement = check_parameters(n, d, lam, replacement)
     replicas = V.integer("replicas", replicas, low=1)
     ordered = _bool("ordered", ordered)
-    pt = _meet_point("", n, d, lam, replicas=replicas, seed=seed, top_length=top_length, max_steps=max_steps,
-                     replacement=replacement, bottom=bottom, top=top, ordered=ordered, levels=levels)
-    return _run_meeting([pt], replicas, replacement, ordered, progress)[0]
+    pt = _meet_point("", n, d, lam, one_minus_lam=one_minus_lam, replicas=replicas, seed=seed,
+                     top_length=top_length, max_steps=max_steps, replacement=replacement, bottom=bottom, top=top,
+                     ordered=ordered, levels=levels)
+    V.work("max_steps", float(pt.max_steps) * replicas)
+    return _run_meeting([pt], replicas, bool(replacement), ordered, progress)[0]
 
 
-def meeting_times_many(points: Sequence[tuple[int, int, float]], *, replicas: int, top_length: int | Sequence[int],
+def meeting_times_many(points: Sequence[tuple], *, replicas: int, top_length: int | Sequence[int],
                        max_steps: int | Sequence[int], seeds: Sequence[int] | None = None,
-                       replacement: bool = True, bottom: Any = "empty", top: Any = None, ordered: bool = True,
+                       one_minus_lam: float | Sequence[float] | None = None, replacement: bool = True,
+                       bottom: Any = "empty", top: Any = None, ordered: bool = True,
                        levels: int | None = None, progress: bool | None = None) -> list[np.ndarray]:
     """:func:`meeting_times` at many parameter points in one kernel: entry p is bit-identical to
     ``meeting_times(*points[p], replicas=replicas, seed=seeds[p], top_length=top_length[p],
     max_steps=max_steps[p], ...)``.
 
-    ``top_length`` and ``max_steps`` are an int or one per point; ``seeds`` one per point
+    ``points`` are (n, d, lam), or (n, d) with ``one_minus_lam`` one value per point (or one for
+    all). ``top_length`` and ``max_steps`` are an int or one per point; ``seeds`` one per point
     (default 0, 1, ..., P-1); ``bottom`` and ``top`` one start for all points or a list of one
     per point. Lanes are ordered by ``max_steps``; every lane stops at its own ``max_steps``,
     and the run ends as soon as every replica of every point has met.
@@ -174,16 +182,22 @@ def meeting_times_many(points: Sequence[tuple[int, int, float]], *, replicas: in
     seeds_l = list(range(P)) if seeds is None else per("seeds", seeds)
     if seeds is not None and not isinstance(seeds, (list, tuple, np.ndarray)):
         raise ValueError(f"seeds must be a sequence of one seed per point ({P}); got {seeds!r}")
+    eps_l = per("one_minus_lam", one_minus_lam) if one_minus_lam is not None else [None] * P
     pts = []
-    for j, (pt, tl, ms, sd, b, tp) in enumerate(zip(points, per("top_length", top_length), per("max_steps", max_steps),
-                                                    seeds_l, per_start(bottom), per_start(top))):
-        if not isinstance(pt, (tuple, list)) or len(pt) != 3:
-            raise ValueError(f"points[{j}] must be a triple (n, d, lam); got {pt!r}")
+    for j, (pt, e, tl, ms, sd, b, tp) in enumerate(zip(points, eps_l, per("top_length", top_length),
+                                                       per("max_steps", max_steps), seeds_l, per_start(bottom),
+                                                       per_start(top))):
+        want = 3 if e is None else 2
+        if not isinstance(pt, (tuple, list)) or len(pt) != want:
+            raise ValueError(f"points[{j}] must be {'(n, d, lam)' if want == 3 else '(n, d) (one_minus_lam is given)'}; "
+                             f"got {pt!r}")
         try:
-            pts.append(_meet_point(f"points[{j}]: ", *pt, replicas=replicas, seed=sd, top_length=tl, max_steps=ms,
-                                   replacement=replacement, bottom=b, top=tp, ordered=ordered, levels=levels))
-        except ValueError as e:
-            raise ValueError(f"points[{j}]: {e}") from None
+            pts.append(_meet_point(f"points[{j}]: ", pt[0], pt[1], pt[2] if e is None else None, one_minus_lam=e,
+                                   replicas=replicas, seed=sd, top_length=tl, max_steps=ms, replacement=replacement,
+                                   bottom=b, top=tp, ordered=ordered, levels=levels))
+        except ValueError as err:
+            raise ValueError(f"points[{j}]: {err}") from None
+    V.work("max_steps", float(sum(p.max_steps for p in pts)) * replicas)
     return _run_meeting(pts, replicas, bool(replacement), ordered, progress)
 
 
@@ -204,12 +218,17 @@ def _run_meeting(pts: list[_MeetPoint], R: int, replacement: bool, ordered: bool
         stop[sl] = p.max_steps
     D0 = (u0[1] - u0[0]).sum(axis=0) if ordered else np.abs(u0[1] - u0[0]).sum(axis=0)
     T0 = np.where(D0 == 0, 0, -1).astype(np.int64)
-    params = K.lane_params([(pts[j].n, pts[j].d, pts[j].lam) for j in order], [R] * P)
+    params = K.lane_params([(pts[j].n, pts[j].d, pts[j].lam, pts[j].eps if pts[j].eps <= 0.5 else None)
+                            for j in order], [R] * P)
     end = int(stop.max())
     if progress is None:
         progress = sum(p.max_steps for p in pts) * R >= 2e9
-    drv = K.ChainDriver(u0.astype(np.uint32), rng0, params, replacement=replacement,
-                        levels=max(p.levels for p in pts), progress=progress, total=end, desc="meeting times")
+    L0 = max(p.levels for p in pts)
+    per_level = K.ChainDriver.device_bytes_per_level(lanes, 2)
+    V.memory("replicas", (L0 + 1) * per_level, f"{L0 + 1} levels x {lanes} lanes x 2 chains")
+    drv = K.ChainDriver(u0.astype(np.uint32), rng0, params, replacement=replacement, levels=L0, progress=progress,
+                        total=end, desc="meeting times", max_levels=max(L0, K.level_limit(width, end)),
+                        bytes_per_level=per_level)
     try:
         meet = drv.meeting_state(D0.astype(np.int64), T0)
         t = 0
@@ -253,9 +272,10 @@ class CoupledPaths:
         return self.times / ((1.0 + self.lam) * self.n)
 
 
-def coupled_paths(n: int, d: int, lam: float, starts: Sequence[Any], *, steps: int, replicas: int,
-                  seed: int, record_every: int = 1, replacement: bool = True,
-                  levels: int | None = None, progress: bool | None = None) -> CoupledPaths:
+def coupled_paths(n: int, d: int, lam: float | None = None, starts: Sequence[Any] | None = None, *, steps: int,
+                  replicas: int, seed: int, record_every: int = 1, one_minus_lam: float | None = None,
+                  replacement: bool = True, levels: int | None = None,
+                  progress: bool | None = None) -> CoupledPaths:
     """Run one coupled chain per entry of ``starts`` and record all of them.
 
     Each start is anything :func:`qlib.supermarket.initial_counts` accepts ("empty", "fluid",
@@ -265,7 +285,7 @@ def coupled_paths(n: int, d: int, lam: float, starts: Sequence[Any], *, steps: i
     taken at steps 0, ``record_every``, ..., ``steps`` (``steps`` must be a multiple of
     ``record_every``). Each chain alone is the supermarket count chain (tested).
     """
-    n, d, lam, replacement = check_parameters(n, d, lam, replacement)
+    n, d, lam, eps, replacement = S.check_point(n, d, lam, replacement, one_minus_lam)
     if isinstance(starts, (str, np.ndarray)) or not isinstance(starts, Sequence) or len(starts) < 1:
         raise ValueError("starts must be a non-empty list of initial states; got "
                          f"{type(starts).__name__}")
@@ -275,20 +295,27 @@ def coupled_paths(n: int, d: int, lam: float, starts: Sequence[Any], *, steps: i
     steps = V.integer("steps", steps, low=record_every)
     if steps % record_every:
         raise ValueError(f"steps must be a multiple of record_every = {record_every}; got {steps}")
-    u0 = _resolve_starts(n, d, lam, starts, replacement, replicas)
+    V.work("steps", float(steps) * replicas * len(starts))
+    u0 = _resolve_starts(n, d, lam, starts, replacement, replicas, eps=None if one_minus_lam is None else eps)
     L0 = u0[0].shape[0] - 1
     L = max(L0 + 3, 4) if levels is None else V.integer("levels", levels, low=L0)
     nframes = steps // record_every
     if progress is None:
         progress = steps * replicas * len(starts) >= 2e9
-    params = K.lane_params([(n, d, lam)], [replicas])
+    C = len(starts)
+    # device state, plus every frame kept on the host (int64) and stacked at the end
+    per_level = K.ChainDriver.device_bytes_per_level(replicas, C) + replicas * C * (nframes + 1) * 16.0
+    V.memory("record_every", (L + 1) * per_level,
+             f"{nframes + 1} frames x {C} chains x {replicas} replicas x {L + 1} levels x 16 bytes")
+    params = K.lane_params([(n, d, lam, eps if eps <= 0.5 else None)], [replicas])
     drv = K.ChainDriver(np.stack(u0).astype(np.uint32), _replica_states(seed, replicas), params,
-                        replacement=replacement, levels=L, progress=progress, total=steps, desc="coupled paths")
+                        replacement=replacement, levels=L, progress=progress, total=steps, desc="coupled paths",
+                        max_levels=max(L, K.level_limit(L0 + 1, steps)), bytes_per_level=per_level)
     try:
         first = drv.lanes_of(np.asarray(drv.state.u))
         out = drv.run(record_every, observe="seen", frames=nframes)
         frames = [first] + [drv.lanes_of(f) for f in out["frames"]]
-        Lf = K.final_levels(L, int(drv.peak().max()))
+        Lf = K.final_levels(L, int(drv.peak().max()), drv.max_levels)
     finally:
         drv.close()
     arr = np.stack([K.pad_levels(f, max(Lf + 1, f.shape[1]), axis=1)[:, : Lf + 1] for f in frames]).astype(np.int64)
@@ -398,7 +425,7 @@ class ExactCoupling:
 
 
 def _level_exact(u: tuple, arrival: bool, x: float, n: int, g) -> int:
-    """The engine's level rule in exact arithmetic: x is U (arrival) or the rank r (departure)."""
+    """The chain's level rule in exact arithmetic: x is U (arrival) or the rank r (departure)."""
     if arrival:
         return sum(1 for ui in u if x < g[ui])
     return sum(1 for ui in u if x < ui)
@@ -410,7 +437,7 @@ def exact_coupling(n: int, d: int, lam: float, *, bottom: Sequence[int], top: Se
 
     The pair (bottom, top) of count vectors u_1..u_cap is a Markov chain: with probability
     lam/(1+lam) both see the same arrival uniform U, otherwise the same departure rank r,
-    uniform on {0..n-1}. Levels touched are as in the engine: #{i: U < g(u_i)} and
+    uniform on {0..n-1}. Levels touched are as in the chain kernel: #{i: U < g(u_i)} and
     #{i: r < u_i}. For each event, the pair's next state is constant on the intervals between
     the breakpoints g(u_i), g(u'_i), so transition probabilities are exact interval lengths.
     Arrivals at length ``cap`` are lost (keep ``cap`` well above every length you expect).

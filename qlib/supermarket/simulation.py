@@ -27,21 +27,55 @@ import numpy as np
 from qlib import _rng
 from qlib import _validate as V
 from qlib.supermarket import chain as K
+from qlib.supermarket.theory import arrival_rate as _theory_arrival
 from qlib.supermarket.theory import check_parameters as _theory_check
 from qlib.supermarket.theory import fluid_fixed_point, predicted_max_length
 
 MAX_N = K.MAX_N
 
-__all__ = ["SupermarketResult", "simulate", "simulate_many", "check_parameters", "initial_counts",
+__all__ = ["SupermarketResult", "simulate", "simulate_many", "check_parameters", "check_point", "event_threshold", "initial_counts",
            "counts_from_lengths", "counts_all_at", "default_levels", "MAX_N"]
 
 
 # --------------------------------------------------------------------------- validation
 
-def check_parameters(n: Any, d: Any, lam: Any, replacement: Any = True) -> tuple[int, int, float, bool]:
-    """Validate (n, d, lam, replacement) for simulation (n <= 2^32 - 1); ValueError otherwise."""
+def check_point(n: Any, d: Any, lam: Any, replacement: Any, one_minus_lam: Any = None) -> tuple[int, int, float, float, bool]:
+    """(n, d, lam, 1 - lam, replacement) of a simulation; ValueError naming the parameter otherwise.
+
+    n in [1, 2^32 - 1]; d in [1, 2^63 - 1]; lam (or ``one_minus_lam``, exclusively) such that
+    lam and 1 - lam are both >= 2^-43 (about 1.1e-13): the event threshold has 64 bits, so the
+    simulated lam is within 2^-63 of the requested one, i.e. lam and 1 - lam are resolved to
+    2^-20 of their value inside this range and lose more outside it.
+    """
     n = V.integer("n", n, low=1, high=MAX_N)
-    return _theory_check(n, d, lam, replacement)  # type: ignore[return-value]
+    n, d, lam, replacement = _theory_check(n, d, lam, replacement, one_minus_lam=one_minus_lam)
+    eps = float(one_minus_lam) if one_minus_lam is not None else 1.0 - lam
+    res = K.LAM_RESOLUTION
+    name = "one_minus_lam" if one_minus_lam is not None else "lam"
+    if lam < res or eps < res:
+        raise ValueError(f"{name} must give lam and 1 - lam both >= 2^-43 = {res:.3g} (lam in [{res:.3g}, 1 - {res:.3g}]): "
+                         f"the 64-bit event threshold resolves them to 2^-20 of their value only there; got "
+                         f"{name}={one_minus_lam if one_minus_lam is not None else lam!r}"
+                         + ("; for lam near 1 pass one_minus_lam" if name == "lam" and eps < res else ""))
+    return n, d, lam, eps, replacement
+
+
+def check_parameters(n: Any, d: Any, lam: Any = None, replacement: Any = True, *,
+                     one_minus_lam: Any = None) -> tuple[int, int, float, bool]:
+    """Validate (n, d, lam, replacement) for simulation; ValueError naming the parameter otherwise.
+
+    n in [1, 2^32 - 1], d in [1, 2^63 - 1] (and d <= n without replacement), lam in
+    [2^-43, 1 - 2^-43] given as ``lam`` or as ``one_minus_lam`` (see :func:`check_point`).
+    Returns (n, d, lam, replacement).
+    """
+    n, d, lam, _, replacement = check_point(n, d, lam, replacement, one_minus_lam)
+    return n, d, lam, replacement
+
+
+def event_threshold(lam: float, one_minus_lam: float) -> int:
+    """The chain's 64-bit arrival threshold for a validated (lam, 1 - lam) pair: from 1 - lam
+    when it is <= 1/2 (then exact either way for a float lam), else from lam."""
+    return K.arrival_threshold(one_minus_lam=one_minus_lam) if one_minus_lam <= 0.5 else K.arrival_threshold(lam)
 
 
 # --------------------------------------------------------------------------- initial states
@@ -78,25 +112,36 @@ def _as_int_array(name: str, x: Any) -> np.ndarray:
     return a.astype(np.int64)
 
 
-def initial_counts(n: int, d: int, lam: float, initial: Any, replacement: bool = True) -> np.ndarray:
+def initial_counts(n: int, d: int, lam: float | None, initial: Any, replacement: bool = True, *,
+                   one_minus_lam: float | None = None) -> np.ndarray:
     """Resolve ``initial`` to counts: shape (levels+1,) or (replicas, levels+1).
 
     ``initial`` is "empty", "fluid" (integer counts nearest n times the fluid fixed point),
     ``{"counts": u}``, ``{"lengths": q}``, or a bare array: counts u (u_0 = n, non-increasing;
-    1-D, or 2-D with one row per replica) or a length-n vector of queue lengths.
+    1-D, or 2-D with one row per replica) or a length-n vector of queue lengths. At d = 1 the
+    fluid profile is geometric, n lam^i, with about log(2n)/(1 - lam) levels: its memory is
+    checked before it is built (ValueError naming ``initial`` when it would not fit).
     """
     if isinstance(initial, str):
         V.choice("initial", initial, ("empty", "fluid"))
         if initial == "empty":
             return np.array([n, 0], dtype=np.int64)
-        k = predicted_max_length(d, lam) if d > 1 else 1
-        levels = int(min(k if math.isfinite(k) else 1, 60)) + 4
-        s = fluid_fixed_point(d, lam, levels, replacement=replacement, n=None if replacement else n)
+        kw = dict(one_minus_lam=one_minus_lam) if one_minus_lam is not None else dict(lam=lam)
+        fp = lambda L: fluid_fixed_point(d, levels=L, replacement=replacement,  # noqa: E731
+                                         n=None if replacement else n, **kw)
+        if d == 1:  # u_i = rint(n lam^i) > 0 up to i = log(2n)/log(1/lam)
+            eps = float(one_minus_lam) if one_minus_lam is not None else 1.0 - _theory_arrival(lam)[0]
+            levels = int(math.floor(math.log(2 * n) / -math.log1p(-eps))) + 2
+            V.memory("initial", (levels + 1) * 8.0 * 4,
+                     f"initial='fluid' at d = 1 and 1 - lam = {eps:.3g}: {levels + 1} levels x 8 bytes x 4 copies")
+        else:
+            k = predicted_max_length(d, **kw)
+            levels = int(min(k, 60)) + 4
+        s = fp(levels)
         u = np.rint(n * s).astype(np.int64)
-        while u[-1] > 0:  # (d = 1: geometric tail) extend until the rounded profile ends
+        while u[-1] > 0:  # extend until the rounded profile ends
             levels *= 2
-            s = fluid_fixed_point(d, lam, levels, replacement=replacement, n=None if replacement else n)
-            u = np.rint(n * s).astype(np.int64)
+            u = np.rint(n * fp(levels)).astype(np.int64)
         last = int(np.nonzero(u)[0][-1])
         return u[: last + 2]
     if isinstance(initial, Mapping):
@@ -129,10 +174,23 @@ def initial_counts(n: int, d: int, lam: float, initial: Any, replacement: bool =
                      f"n = {n} non-negative queue lengths; got shape {u.shape}")
 
 
-def default_levels(d: int, lam: float, u0: np.ndarray) -> int:
-    """The initial level cap of a run from counts ``u0``: k + 3 (k the predicted maximum)."""
-    k = predicted_max_length(d, lam)
-    guess = int(k) + 3 if math.isfinite(k) else int(math.ceil(math.log(1e-3) / math.log(lam))) + 4
+def default_levels(d: int, lam: float | None, u0: np.ndarray, steps: int | None = None, *,
+                   one_minus_lam: float | None = None) -> int:
+    """The initial level cap of a run of ``steps`` steps (burn-in included) from counts ``u0``.
+
+    k + 3 (k the predicted maximum); at d = 1 the level a queue exceeds with probability 1e-3,
+    log(1e-3)/log(lam) + 4, but never more than the run can reach: the longest queue grows by
+    at most one per step, so the cap is at most (levels of u0) + steps (then it grows on demand).
+    """
+    kw = dict(one_minus_lam=one_minus_lam) if one_minus_lam is not None else dict(lam=lam)
+    k = predicted_max_length(d, **kw)
+    if math.isfinite(k):
+        guess = int(k) + 3
+    else:
+        _, eps = _theory_arrival(lam, one_minus_lam)
+        guess = int(math.ceil(math.log(1e-3) / math.log1p(-eps))) + 4
+    if steps is not None:
+        guess = min(guess, u0.shape[-1] + int(steps))
     return max(guess, u0.shape[-1] + 1, 4)
 
 
@@ -162,6 +220,7 @@ class SupermarketResult:
     burn_in: int
     seed: int
     replacement: bool
+    one_minus_lam: float  # 1 - lam as simulated (as given, when given as one_minus_lam)
     tail_fraction: np.ndarray
     max_length: np.ndarray
     max_length_distribution: np.ndarray
@@ -211,30 +270,38 @@ class _Point:
     n: int
     d: int
     lam: float
+    eps: float  # 1 - lam
     steps: int
     burn_in: int
     seed: int
     u0: np.ndarray  # (R, L0+1) counts
     rng0: np.ndarray  # (R,) uint64
     levels: int  # the cap its own call would start with
+    limit: int  # no queue of this point can pass this level
 
     @property
     def end(self) -> int:
         return self.burn_in + self.steps
 
+    @property
+    def threshold(self) -> int:
+        return event_threshold(self.lam, self.eps)
 
-def _resolve_initial(where: str, n, d, lam, initial, replacement, replicas, seed):
+
+def _resolve_initial(where: str, n, d, lam, eps, initial, replacement, replicas, seed, eps_given=None):
     """(u0 (R, L0+1), rng0 (R,), seed) from ``initial``, which may be a previous result."""
     if isinstance(initial, SupermarketResult):
         res = initial
-        for name, have, want in (("n", res.n, n), ("d", res.d, d), ("lam", res.lam, lam),
+        for name, have, want in (("n", res.n, n), ("d", res.d, d),
+                                 ("lam", event_threshold(res.lam, res.one_minus_lam), event_threshold(lam, eps)),
                                  ("replacement", res.replacement, replacement),
                                  ("replicas", res.replicas, replicas)):
             if have != want:
-                raise ValueError(f"{where}: initial is a result with {name} = {have!r}, but {name} = {want!r} "
+                shown = (res.lam, lam) if name == "lam" else (have, want)
+                raise ValueError(f"{where}initial is a result with {name} = {shown[0]!r}, but {name} = {shown[1]!r} "
                                  f"was asked for; a run continues only with the same {name}")
         if seed is not None and seed != res.seed:
-            raise ValueError(f"{where}: seed = {seed} differs from the continued result's seed = {res.seed}; "
+            raise ValueError(f"{where}seed = {seed} differs from the continued result's seed = {res.seed}; "
                              "leave seed out (the result carries its random states)")
         # Trailing all-zero levels are dropped: a continued run starts from the levels in use,
         # so a chain continued many times does not accumulate empty levels (and cost).
@@ -243,13 +310,25 @@ def _resolve_initial(where: str, n, d, lam, initial, replacement, replicas, seed
         return u[:, : max(used, 2)], np.asarray(res.state, np.uint64), res.seed
     seed = 0 if seed is None else seed
     try:
-        u0 = initial_counts(n, d, lam, initial, replacement)
+        u0 = initial_counts(n, d, None if eps_given is not None else lam, initial, replacement, one_minus_lam=eps_given)
     except ValueError as e:
-        raise ValueError(f"{where}{e}" if where.endswith(": ") else str(e)) from None
+        raise ValueError(f"{where}{e}") from None
     if u0.ndim == 2 and u0.shape[0] != replicas:
-        raise ValueError(f"initial counts with one row per replica must have {replicas} rows; got {u0.shape[0]}")
+        raise ValueError(f"{where}initial counts with one row per replica must have {replicas} rows; got {u0.shape[0]}")
     u0 = np.broadcast_to(u0 if u0.ndim == 2 else u0[None], (replicas, u0.shape[-1])).astype(np.int64)
     return u0, _rng.replica_states_np(seed, np.arange(replicas)), seed
+
+
+def _point(where, n, d, lam, eps, replacement, *, steps, burn_in, seed, initial, replicas, levels,
+           eps_given=None) -> _Point:
+    """``eps_given``: 1 - lam as the caller gave it (None when lam was given): the theory of
+    the start and of the level cap then uses it as is."""
+    u0, rng0, seed = _resolve_initial(where, n, d, lam, eps, initial, replacement, replicas, seed, eps_given)
+    total = burn_in + steps
+    L = default_levels(d, None if eps_given is not None else lam, u0, total, one_minus_lam=eps_given) \
+        if levels is None else V.integer("levels", levels, low=u0.shape[-1])
+    return _Point(n, d, lam, eps, steps, burn_in, seed, u0, rng0, L,
+                  max(L, K.level_limit(u0.shape[-1], total)))
 
 
 def _per_point(name: str, value: Any, P: int, check) -> list:
@@ -272,30 +351,34 @@ def _is_per_point_initial(initial: Any, P: int) -> bool:
 
 # --------------------------------------------------------------------------- public
 
-def simulate(n: int, d: int, lam: float, *, steps: int, replicas: int = 1, seed: int | None = None,
-             burn_in: int = 0, initial: Any = "empty", replacement: bool = True, batches: int = 1,
-             record_every: int | None = None, levels: int | None = None,
-             progress: bool | None = None) -> SupermarketResult:
+def simulate(n: int, d: int, lam: float | None = None, *, one_minus_lam: float | None = None, steps: int,
+             replicas: int = 1, seed: int | None = None, burn_in: int = 0, initial: Any = "empty",
+             replacement: bool = True, batches: int = 1, record_every: int | None = None,
+             levels: int | None = None, progress: bool | None = None) -> SupermarketResult:
     """Simulate ``replicas`` independent copies of the supermarket model's count chain.
 
-    Parameters (paper notation): ``n`` queues, ``d`` choices per arrival, arrival rate ``lam``
-    per queue (0 < lam < 1); ``steps`` uniformised steps are measured after ``burn_in`` steps
-    (one unit of model time is (1 + lam) n steps). ``initial``: "empty", "fluid", counts /
-    queue lengths (see :func:`initial_counts`), or a previous :class:`SupermarketResult`, whose
-    chains are then continued from their final counts and random states (n, d, lam,
-    replacement and replicas must match; ``seed`` is the result's): T steps and then T more
-    end in the same counts as 2T steps in one call, and the time averages combine
-    (weights ``steps``). ``seed`` defaults to 0. ``replacement``: sample the d queues with
-    replacement (the classical model) or without. ``batches`` splits the measured steps into
-    equal batches for batch-means error bars; ``record_every`` stores u every so many steps
-    (no trajectory is kept otherwise). ``levels`` is the initial number of tracked lengths; it
-    grows automatically when a queue would exceed it (the chunk is rerun from its saved state,
-    so the result is the same as with a larger cap: nothing is ever truncated).
+    Parameters (paper notation): ``n`` queues (<= 2^32 - 1), ``d`` choices per arrival
+    (<= 2^63 - 1), arrival rate ``lam`` per queue, or exclusively ``one_minus_lam`` = 1 - lam,
+    carried exactly into the 64-bit event threshold (lam and 1 - lam >= 2^-43); ``steps``
+    uniformised steps are measured after ``burn_in`` steps (one unit of model time is
+    (1 + lam) n steps). ``initial``: "empty", "fluid", counts / queue lengths (see
+    :func:`initial_counts`), or a previous :class:`SupermarketResult`, whose chains are then
+    continued from their final counts and random states (n, d, lam, replacement and replicas
+    must match; ``seed`` is the result's): T steps and then T more end in the same counts as
+    2T steps in one call, and the time averages combine (weights ``steps``). ``seed``
+    defaults to 0. ``replacement``: sample the d queues with replacement (the classical
+    model) or without. ``batches`` splits the measured steps into equal batches for
+    batch-means error bars; ``record_every`` stores u every so many steps (no trajectory is
+    kept otherwise). ``levels`` is the initial number of tracked lengths; it grows
+    automatically when a queue would exceed it (the chunk is rerun from its saved state, so
+    the result is the same as with a larger cap: nothing is ever truncated). The memory a run
+    needs is estimated before it starts and at every growth, and runs longer than a year are
+    refused (ValueError naming the parameter).
 
     Returns a :class:`SupermarketResult`. The same ``seed`` gives identical arrays, and replica
     r's numbers do not depend on ``replicas`` or the number of devices.
     """
-    n, d, lam, replacement = check_parameters(n, d, lam, replacement)
+    n, d, lam, eps, replacement = check_point(n, d, lam, replacement, one_minus_lam)
     steps = V.integer("steps", steps, low=1)
     replicas = V.integer("replicas", replicas, low=1)
     if seed is not None:
@@ -304,39 +387,45 @@ def simulate(n: int, d: int, lam: float, *, steps: int, replicas: int = 1, seed:
     batches = V.integer("batches", batches, low=1, high=steps)
     if record_every is not None:
         record_every = V.integer("record_every", record_every, low=1, high=steps)
-    u0, rng0, seed = _resolve_initial("", n, d, lam, initial, replacement, replicas, seed)
-    L = default_levels(d, lam, u0) if levels is None else V.integer("levels", levels, low=u0.shape[-1])
-    pt = _Point(n, d, lam, steps, burn_in, seed, u0, rng0, L)
+    V.work("steps", float(burn_in + steps) * replicas)
+    pt = _point("", n, d, lam, eps, replacement, steps=steps, burn_in=burn_in, seed=seed, initial=initial,
+                replicas=replicas, levels=levels, eps_given=None if one_minus_lam is None else eps)
     return _run([pt], replicas, replacement, batches, record_every, progress)[0]
 
 
-def simulate_many(points: Sequence[tuple[int, int, float]], *, steps: int | Sequence[int], replicas: int = 1,
+def simulate_many(points: Sequence[tuple], *, steps: int | Sequence[int], replicas: int = 1,
                   seeds: Sequence[int] | None = None, burn_in: int | Sequence[int] = 0, initial: Any = "empty",
                   replacement: bool = True, batches: int = 1, record_every: int | None = None,
-                  levels: int | None = None, progress: bool | None = None) -> list[SupermarketResult]:
+                  levels: int | None = None, one_minus_lam: float | Sequence[float] | None = None,
+                  progress: bool | None = None) -> list[SupermarketResult]:
     """Simulate many parameter points at once: result p is bit-identical to
     ``simulate(*points[p], steps=steps[p], burn_in=burn_in[p], replicas=replicas, seed=seeds[p], ...)``.
 
-    ``points`` is a sequence of (n, d, lam); ``steps`` and ``burn_in`` are an int or one per
-    point; ``seeds`` one per point (default 0, 1, ..., P-1); ``initial`` one state for all
-    points or a list of one per point (each anything :func:`simulate` accepts, including a
-    previous result of that point). The other arguments are as in :func:`simulate` and apply
-    to every point. The points run as lanes of one kernel with per-lane parameters; lanes are
-    ordered by run length, so a lane that has finished neither advances nor costs a sequential
-    step (docs: :mod:`qlib.supermarket.chain`).
+    ``points`` is a sequence of (n, d, lam), or of (n, d) with ``one_minus_lam`` one value per
+    point (or one for all); ``steps`` and ``burn_in`` are an int or one per point; ``seeds``
+    one per point (default 0, 1, ..., P-1); ``initial`` one state for all points or a list of
+    one per point (each anything :func:`simulate` accepts, including a previous result of that
+    point). The other arguments are as in :func:`simulate` and apply to every point. The
+    points run as lanes of one kernel with per-lane parameters; lanes are ordered by run
+    length, so a lane that has finished neither advances nor costs a sequential step (see
+    :mod:`qlib.supermarket.chain`).
     """
     if isinstance(points, (str, bytes)) or not isinstance(points, Sequence) or len(points) < 1:
         raise ValueError(f"points must be a non-empty sequence of (n, d, lam); got {points!r}")
     P = len(points)
+    eps_l = _per_point("one_minus_lam", one_minus_lam, P, lambda nm, v: v) if one_minus_lam is not None else [None] * P
     checked = []
-    for j, pt in enumerate(points):
-        if not isinstance(pt, (tuple, list)) or len(pt) != 3:
-            raise ValueError(f"points[{j}] must be a triple (n, d, lam); got {pt!r}")
+    for j, (pt, e) in enumerate(zip(points, eps_l)):
+        want = 3 if e is None else 2
+        if not isinstance(pt, (tuple, list)) or len(pt) != want:
+            raise ValueError(f"points[{j}] must be {'(n, d, lam)' if want == 3 else '(n, d) (one_minus_lam is given)'}; "
+                             f"got {pt!r}")
         try:
-            checked.append(check_parameters(*pt, replacement))
-        except ValueError as e:
-            raise ValueError(f"points[{j}]: {e}") from None
-    replacement = checked[0][3]
+            checked.append(check_point(pt[0], pt[1], pt[2] if e is None else None, replacement,
+                                  None if e is None else e))
+        except ValueError as err:
+            raise ValueError(f"points[{j}]: {err}") from None
+    replacement = checked[0][4]
     steps_l = _per_point("steps", steps, P, lambda nm, v: V.integer(nm, v, low=1))
     burn_l = _per_point("burn_in", burn_in, P, lambda nm, v: V.integer(nm, v, low=0))
     replicas = V.integer("replicas", replicas, low=1)
@@ -349,13 +438,13 @@ def simulate_many(points: Sequence[tuple[int, int, float]], *, steps: int | Sequ
     batches = V.integer("batches", batches, low=1, high=min(steps_l))
     if record_every is not None:
         record_every = V.integer("record_every", record_every, low=1, high=min(steps_l))
+    V.work("steps", float(sum(b + st for b, st in zip(burn_l, steps_l))) * replicas)
     inits = list(initial) if _is_per_point_initial(initial, P) else [initial] * P
     pts = []
-    for j, ((n, d, lam, _), st, bi, sd, ini) in enumerate(zip(checked, steps_l, burn_l, seeds_l, inits)):
-        u0, rng0, sd = _resolve_initial(f"points[{j}]: ", n, d, lam, ini, replacement, replicas,
-                                        sd if not isinstance(ini, SupermarketResult) or seeds is not None else None)
-        L = default_levels(d, lam, u0) if levels is None else V.integer("levels", levels, low=u0.shape[-1])
-        pts.append(_Point(n, d, lam, st, bi, sd, u0, rng0, L))
+    for j, ((n, d, lam, eps, _), st, bi, sd, ini, e) in enumerate(zip(checked, steps_l, burn_l, seeds_l, inits, eps_l)):
+        sd = sd if not isinstance(ini, SupermarketResult) or seeds is not None else None
+        pts.append(_point(f"points[{j}]: ", n, d, lam, eps, replacement, steps=st, burn_in=bi, seed=sd,
+                          initial=ini, replicas=replicas, levels=levels, eps_given=None if e is None else eps))
     return _run(pts, replicas, replacement, batches, record_every, progress)
 
 
@@ -366,6 +455,20 @@ def _exact_zeros(shape, big: bool) -> np.ndarray:
     return np.zeros(shape, dtype=object if big else np.int64)
 
 
+def _bytes_per_level(lanes: int, batches: int, frames: int, big: bool) -> tuple[float, dict]:
+    """Bytes per tracked count level over all lanes, by what holds them (see :func:`_run`)."""
+    cell = 40.0 if big else 8.0  # one exact time sum: an int64, or a Python integer
+    parts = {
+        # device: counts (uint32), chunk sums (int64 + int32); host: totals, last batch, chunk copies
+        "replicas": lanes * (4 + 12 + 3 * cell + 2 * 8 + 12),
+        # per batch: the exact sums, their float copy and the stacked result
+        "batches": lanes * batches * (cell + 16) if batches > 1 else 0.0,
+        # per recorded frame: int64 counts, and the stacked trajectory
+        "record_every": lanes * frames * 16.0,
+    }
+    return sum(parts.values()), parts
+
+
 def _run(pts: list[_Point], R: int, replacement: bool, batches: int, record_every: int | None,
          progress: bool | None) -> list[SupermarketResult]:
     P = len(pts)
@@ -374,6 +477,13 @@ def _run(pts: list[_Point], R: int, replacement: bool, batches: int, record_ever
     lane0 = {j: i * R for i, j in enumerate(order)}  # first logical lane of point j
     lanes = P * R
     L0 = max(p.levels for p in pts)
+    big = any(p.steps * p.n >= 2**62 for p in pts)
+    frames = max((p.steps // record_every for p in pts), default=0) if record_every else 0
+    per_level, parts = _bytes_per_level(lanes, batches, frames, big)
+    blame = max(parts, key=parts.get)
+    V.memory(blame, (L0 + 1) * per_level,
+             f"{L0 + 1} levels x {lanes} lanes: " + ", ".join(f"{k} {v * (L0 + 1) / 2**30:.3g} GiB"
+                                                            for k, v in parts.items() if v))
     width0 = max(p.u0.shape[1] for p in pts)
     u0 = np.zeros((1, width0, lanes), np.int64)
     rng0 = np.zeros(lanes, np.uint64)
@@ -381,11 +491,11 @@ def _run(pts: list[_Point], R: int, replacement: bool, batches: int, record_ever
         sl = slice(lane0[j], lane0[j] + R)
         u0[0, : p.u0.shape[1], sl] = p.u0.T
         rng0[sl] = p.rng0
-    params = K.lane_params([(pts[j].n, pts[j].d, pts[j].lam) for j in order], [R] * P)
+    params = K.lane_params([(pts[j].n, pts[j].d, pts[j].lam, pts[j].eps if pts[j].eps <= 0.5 else None)
+                            for j in order], [R] * P)
     end = max(p.end for p in pts)
     if progress is None:
         progress = sum(p.end * R * max(p.levels, 4) for p in pts) >= 5e10  # roughly > 10 s of work
-    big = any(p.steps * p.n >= 2**62 for p in pts)
 
     # Cut points: every point's burn-in end, batch ends, record points and end.
     batch_ends: dict[int, dict[int, int]] = {j: {p.burn_in + (p.steps * b) // batches: b - 1
@@ -404,13 +514,14 @@ def _run(pts: list[_Point], R: int, replacement: bool, batches: int, record_ever
     stop = np.array([pts[j].end for j in lane_point])
 
     drv = K.ChainDriver(u0.astype(np.uint32), rng0, params, replacement=replacement, levels=L0,
-                        progress=progress, total=end, desc="supermarket")
+                        progress=progress, total=end, desc="supermarket", max_levels=max(p.limit for p in pts),
+                        bytes_per_level=per_level)
     try:
         total_u = _exact_zeros((drv.levels + 1, lanes), big)
         total_busy = np.zeros((drv.levels + 1, lanes), np.int64)
         batch_sum: dict[int, list] = {j: [] for j in range(P)}
         last_batch = _exact_zeros((drv.levels + 1, lanes), big)
-        frames: dict[int, list] = {j: [] for j in range(P)}
+        traj: dict[int, list] = {j: [] for j in range(P)}
         t = 0
         for cut in cuts:
             active = stop > t
@@ -434,7 +545,7 @@ def _run(pts: list[_Point], R: int, replacement: bool, batches: int, record_ever
                 if t in record_at[j]:
                     if u_now is None:
                         u_now = drv.counts()[0]
-                    frames[j].append(u_now[:, sl].copy())
+                    traj[j].append(u_now[:, sl].copy())
         peak = drv.peak()
         counts = drv.counts()[0]
         state = drv.rng()
@@ -444,7 +555,7 @@ def _run(pts: list[_Point], R: int, replacement: bool, batches: int, record_ever
     results = []
     for j, p in enumerate(pts):
         sl = slice(lane0[j], lane0[j] + R)
-        L = K.final_levels(p.levels, int(peak[sl].max()))
+        L = K.final_levels(p.levels, int(peak[sl].max()), p.limit)
         w = L + 1
         fit = lambda a: K.pad_levels(a, max(w, a.shape[0]))[:w]  # noqa: E731
         tail = fit(total_u[:, sl]).astype(np.float64).T / float(p.steps * p.n)
@@ -455,11 +566,11 @@ def _run(pts: list[_Point], R: int, replacement: bool, batches: int, record_ever
         max_length = (L - np.argmax(nz[:, ::-1], axis=1)).astype(np.int64)
         lengths = np.diff([p.burn_in] + sorted(batch_ends[j]))
         bt = np.stack([fit(b).astype(np.float64).T for b in batch_sum[j]], axis=1) \
-            / (lengths[None, :, None] * p.n)
-        traj = np.stack([fit(f).T for f in frames[j]], axis=1).astype(np.int64) if frames[j] else None
+            / (lengths[None, :, None] * float(p.n))
+        tr = np.stack([fit(f).T for f in traj[j]], axis=1).astype(np.int64) if traj[j] else None
         results.append(SupermarketResult(
             n=p.n, d=p.d, lam=p.lam, steps=p.steps, burn_in=p.burn_in, seed=p.seed, replacement=replacement,
-            tail_fraction=tail, max_length=max_length, max_length_distribution=max_dist,
+            one_minus_lam=p.eps, tail_fraction=tail, max_length=max_length, max_length_distribution=max_dist,
             counts=np.ascontiguousarray(fit(counts[:, sl]).T), batch_tail_fraction=bt,
-            state=state[sl].copy(), trajectory=traj, record_every=record_every))
+            state=state[sl].copy(), trajectory=tr, record_every=record_every))
     return results

@@ -11,6 +11,12 @@ replacement at finite n uses g(s) = C(ns, d)/C(n, d) instead (the same limit as 
 
 Brightwell & Luczak (arXiv:1201.5523) show that for lam -> 1, d -> oo the equilibrium maximum
 queue length concentrates on k = ceil(log(1/(1-lam)) / log d) and most queues have length k.
+
+Every function takes the arrival rate as ``lam`` or, exclusively, as ``one_minus_lam`` = 1 - lam:
+a float64 lam near 1 has already lost the digits of 1 - lam that the paper's regime
+lam = 1 - n^(-alpha) needs (1 - 10^-12 holds 1 - lam to about 10^-4 relative), so 1 - lam is
+then used as given. ``d`` is an integer in [1, 2^63 - 1] (docs/models.md, "count chain": for
+d >= 45 n the chain equals the d = oo limit to the 2^-64 resolution of the simulation).
 """
 
 from __future__ import annotations
@@ -23,19 +29,38 @@ from scipy.special import gammaln
 
 from qlib import _validate as V
 
+MAX_D = 2**63 - 1
 
-def check_parameters(n: int | None, d: int, lam: float, replacement: bool = True
-                     ) -> tuple[int | None, int, float, bool]:
+
+def arrival_rate(lam: float | None = None, one_minus_lam: float | None = None) -> tuple[float, float]:
+    """(lam, 1 - lam) from exactly one of ``lam`` and ``one_minus_lam``, each in (0, 1).
+
+    Given ``one_minus_lam`` it is kept as it is (lam = 1 - one_minus_lam is rounded); given
+    ``lam``, 1 - lam is exact in float64 for lam >= 1/2.
+    """
+    if (lam is None) == (one_minus_lam is None):
+        raise ValueError("give exactly one of lam and one_minus_lam (= 1 - lam), each in (0, 1); got "
+                         f"lam={lam!r}, one_minus_lam={one_minus_lam!r}")
+    if one_minus_lam is None:
+        lam = V.real("lam", lam, low=0.0, high=1.0)
+        return lam, 1.0 - lam
+    eps = V.real("one_minus_lam", one_minus_lam, low=0.0, high=1.0)
+    return 1.0 - eps, eps
+
+
+def check_parameters(n: int | None, d: int, lam: float | None = None, replacement: bool = True, *,
+                     one_minus_lam: float | None = None) -> tuple[int | None, int, float, bool]:
     """The one check of the supermarket model's parameters (n, d, lam, replacement).
 
-    ``n`` >= 1 queues (None for the n -> oo theory, allowed only with replacement), ``d`` >= 1
-    choices, arrival rate ``lam`` in (0, 1), ``replacement`` a bool, and d <= n when sampling
-    without replacement. Raises ValueError naming the parameter and its allowed range.
+    ``n`` >= 1 queues (None for the n -> oo theory, allowed only with replacement), ``d`` in
+    [1, 2^63 - 1] choices, arrival rate ``lam`` in (0, 1) (or ``one_minus_lam``, exclusively),
+    ``replacement`` a bool, and d <= n when sampling without replacement. Raises ValueError
+    naming the parameter and its allowed range. Returns (n, d, lam, replacement).
     """
     if n is not None:
         n = V.integer("n", n, low=1)
-    d = V.integer("d", d, low=1)
-    lam = V.real("lam", lam, low=0.0, high=1.0)
+    d = V.integer("d", d, low=1, high=MAX_D)
+    lam, _ = arrival_rate(lam, one_minus_lam)
     if not isinstance(replacement, (bool, np.bool_)):
         raise ValueError(f"replacement must be True or False; got {replacement!r}")
     if not replacement:
@@ -55,12 +80,24 @@ def steps_per_time(n: int, lam: float) -> float:
     return (1.0 + lam) * n
 
 
+def _fractions(name: str, s) -> np.ndarray:
+    try:
+        a = np.asarray(s, dtype=float)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name} must be an array of fractions in [0, 1]; got {s!r}") from None
+    if np.any(~np.isfinite(a)) or np.any(a < 0) or np.any(a > 1):
+        raise ValueError(f"{name} must hold finite fractions in [0, 1]; got {s!r}")
+    return a
+
+
 def all_sampled_at_least(s, d: int, *, replacement: bool = True, n: int | None = None):
     """g(s): probability that all d sampled queues have length >= i when a fraction s has.
 
-    With replacement s^d; without replacement C(ns, d)/C(n, d) (zero when ns < d).
+    With replacement s^d; without replacement C(ns, d)/C(n, d) (zero when ns < d). ``s`` is
+    any array of fractions in [0, 1]; the result has its shape.
     """
-    s = np.asarray(s, dtype=float)
+    n, d, _, replacement = check_parameters(n, d, 0.5, replacement)
+    s = _fractions("s", s)
     if replacement:
         return s**d
     u = np.rint(s * n)
@@ -78,69 +115,104 @@ def _g_cont(s, d, replacement, n):
     return np.prod(np.clip((x[..., None] - m) / (n - m), 0.0, None), axis=-1)
 
 
-def predicted_max_length(d: int, lam: float) -> float:
+def _log_inverse_gap(lam: float | None, one_minus_lam: float | None) -> float:
+    """log(1/(1 - lam)), from 1 - lam itself when it is given."""
+    lam, eps = arrival_rate(lam, one_minus_lam)
+    return -math.log(eps) if one_minus_lam is not None else -math.log1p(-lam)
+
+
+def predicted_max_length(d: int, lam: float | None = None, *, one_minus_lam: float | None = None) -> float:
     """k = ceil(log(1/(1-lam)) / log d), the concentration point of the maximum queue length.
 
     Ratios within 1e-9 of an integer are taken as that integer, so floating point cannot push
     lam = 0.99, d = 10 (ratio exactly 2) up to 3. Returns inf for d = 1 (no concentration).
     The formula is the same with or without replacement.
     """
-    d = V.integer("d", d, low=1)
-    lam = V.real("lam", lam, low=0.0, high=1.0)
+    d = V.integer("d", d, low=1, high=MAX_D)
+    g = _log_inverse_gap(lam, one_minus_lam)
     if d == 1:
         return math.inf
-    x = -math.log1p(-lam) / math.log(d)
+    x = g / math.log(d)
     r = round(x)
     if abs(x - r) <= 1e-9 * max(1.0, abs(x)):
         return int(r)
     return int(math.ceil(x))
 
 
-def boundary_distance(d: int, lam: float) -> float:
+def boundary_distance(d: int, lam: float | None = None, *, one_minus_lam: float | None = None) -> float:
     """Distance of log(1/(1-lam))/log d from the nearest integer: 0 on a boundary, 1/2 at most.
 
     The asymptotic profile is sharp only when this is not small; on a boundary, (1-lam)d^j ~ 1
     and two levels share the mass.
     """
-    d = V.integer("d", d, low=2)
-    lam = V.real("lam", lam, low=0.0, high=1.0)
-    x = -math.log1p(-lam) / math.log(d)
+    d = V.integer("d", d, low=2, high=MAX_D)
+    x = _log_inverse_gap(lam, one_minus_lam) / math.log(d)
     return abs(x - round(x))
 
 
-def fluid_fixed_point(d: int, lam: float, levels: int, *, replacement: bool = True,
+def fluid_fixed_point(d: int, lam: float | None = None, levels: int | None = None, *,
+                      one_minus_lam: float | None = None, replacement: bool = True,
                       n: int | None = None) -> np.ndarray:
-    """Fixed point s_0..s_levels of the fluid limit: s_0 = 1, s_i = lam g(s_{i-1}).
+    """Fixed point s_0..s_levels of the fluid limit, shape (levels+1,): s_0 = 1, s_i = lam g(s_{i-1}).
 
     With replacement this is lam^((d^i - 1)/(d - 1)) (lam^i for d = 1); without replacement the
-    finite-n g(s) = C(ns, d)/C(n, d) is used, so ``n`` is required.
+    finite-n g(s) = C(ns, d)/C(n, d) is used, so ``n`` is required. Given ``one_minus_lam``,
+    log s_i = log1p(-(1-lam)) + d log s_{i-1} is summed in logs, keeping the digits of 1 - lam.
     """
-    n, d, lam, replacement = check_parameters(n, d, lam, replacement)
+    n, d, lam, replacement = check_parameters(n, d, lam, replacement, one_minus_lam=one_minus_lam)
+    if levels is None:
+        raise ValueError("levels must be an integer >= 0; got None")
     levels = V.integer("levels", levels, low=0)
     s = np.empty(levels + 1)
     s[0] = 1.0
+    if one_minus_lam is not None and replacement:
+        log_lam, log_s = math.log1p(-float(one_minus_lam)), 0.0
+        for i in range(1, levels + 1):
+            log_s = log_lam + d * log_s
+            s[i] = math.exp(log_s) if log_s > -800 else 0.0
+        return s
     for i in range(1, levels + 1):
         s[i] = lam * (s[i - 1] ** d if replacement else _g_cont(s[i - 1], d, False, n))
     return s
 
 
-def fluid_drift(s: np.ndarray, d: int, lam: float, *, replacement: bool = True,
-                n: int | None = None) -> np.ndarray:
-    """Right-hand side of the fluid ODE for s_1..s_L (s_0 = 1 and s_{L+1} = 0 implied)."""
+def _drift(s, d, lam, replacement, n):
     full = np.concatenate([[1.0], np.asarray(s, float), [0.0]])
     g = _g_cont(full, d, replacement, n)
     return lam * (g[:-2] - g[1:-1]) - (full[1:-1] - full[2:])
 
 
-def fluid_trajectory(d: int, lam: float, times, initial, *, replacement: bool = True,
+def fluid_drift(s: np.ndarray, d: int, lam: float | None = None, *, one_minus_lam: float | None = None,
+                replacement: bool = True, n: int | None = None) -> np.ndarray:
+    """Right-hand side of the fluid ODE for s_1..s_L, shape (L,) (s_0 = 1 and s_{L+1} = 0 implied).
+
+    ``s`` is a 1-D vector of finite reals (g clips it to [0, 1], so the drift is defined, and
+    differentiable numerically, around the boundary too)."""
+    n, d, lam, replacement = check_parameters(n, d, lam, replacement, one_minus_lam=one_minus_lam)
+    try:
+        a = np.asarray(s, dtype=float)
+    except (TypeError, ValueError):
+        raise ValueError(f"s must be a 1-D vector of finite reals s_1..s_L; got {s!r}") from None
+    if a.ndim != 1 or np.any(~np.isfinite(a)):
+        raise ValueError(f"s must be a 1-D vector of finite reals s_1..s_L; got {s!r}")
+    return _drift(a, d, lam, replacement, n)
+
+
+def fluid_trajectory(d: int, lam: float | None = None, times=None, initial=None, *,
+                     one_minus_lam: float | None = None, replacement: bool = True,
                      n: int | None = None, rtol: float = 1e-9, atol: float = 1e-12) -> np.ndarray:
     """Solve the fluid ODE with scipy's stiff solver (LSODA) from ``initial``.
 
     ``initial`` is the vector s_0..s_L (s_0 = 1, non-increasing, in [0, 1]); the returned array
     has shape (len(times), L+1) with s_0 = 1 in column 0. Time is in the model's units
-    (one unit = mean service time).
+    (one unit = mean service time). ``rtol`` in (0, 1) and ``atol`` > 0 are the solver's
+    tolerances.
     """
-    n, d, lam, replacement = check_parameters(n, d, lam, replacement)
+    n, d, lam, replacement = check_parameters(n, d, lam, replacement, one_minus_lam=one_minus_lam)
+    rtol = V.real("rtol", rtol, low=0.0, high=1.0)
+    atol = V.real("atol", atol, low=0.0)
+    if times is None or initial is None:
+        raise ValueError("times and initial are required: a 1-D array of times and a vector s_0..s_L")
     times = np.asarray(times, dtype=float)
     if times.ndim != 1 or times.size == 0 or np.any(~np.isfinite(times)) or np.any(times < 0) \
             or np.any(np.diff(times) < 0):
@@ -150,7 +222,7 @@ def fluid_trajectory(d: int, lam: float, times, initial, *, replacement: bool = 
         raise ValueError(f"initial must be a 1-D vector s_0..s_L with L >= 1; got shape {s0.shape}")
     if abs(s0[0] - 1.0) > 1e-12 or np.any(s0 < 0) or np.any(s0 > 1) or np.any(np.diff(s0) > 1e-12):
         raise ValueError("initial must have s_0 = 1 and be non-increasing in [0, 1]")
-    sol = solve_ivp(lambda t, y: fluid_drift(y, d, lam, replacement=replacement, n=n),
+    sol = solve_ivp(lambda t, y: _drift(y, d, lam, replacement, n),
                     (0.0, float(times[-1])), s0[1:], t_eval=times, method="LSODA",
                     rtol=rtol, atol=atol)
     if not sol.success:
@@ -158,18 +230,19 @@ def fluid_trajectory(d: int, lam: float, times, initial, *, replacement: bool = 
     return np.concatenate([np.ones((times.size, 1)), sol.y.T], axis=1)
 
 
-def asymptotic_profile(d: int, lam: float, levels: int | None = None) -> np.ndarray:
-    """Brightwell–Luczak asymptotics for the fraction of queues with length exactly i.
+def asymptotic_profile(d: int, lam: float | None = None, levels: int | None = None, *,
+                       one_minus_lam: float | None = None) -> np.ndarray:
+    """Brightwell–Luczak asymptotics for the fraction of queues with length exactly i, shape (L+1,).
 
     1 - lam at i = 0; (1 - lam) d^i for 0 < i < k; 1 - (1 - lam) d^(k-1) at k;
     exp(-(1 - lam) d^k) above k (a tail estimate for length k+1).
     Valid when (1-lam) d^(k-1) -> 0 and (1-lam) d^k -> oo, i.e. away from a boundary.
     """
-    k = predicted_max_length(d, lam)
+    k = predicted_max_length(d, lam, one_minus_lam=one_minus_lam)
     if not math.isfinite(k):
         raise ValueError("d must be an integer >= 2 for the asymptotic profile; got 1")
     L = k + 1 if levels is None else V.integer("levels", levels, low=k + 1)
-    eps = 1.0 - lam
+    _, eps = arrival_rate(lam, one_minus_lam)
     p = np.zeros(L + 1)
     p[0] = eps
     for i in range(1, k):

@@ -1,5 +1,9 @@
 """Write tests/data/supermarket_golden.npz: outputs of the public API at fixed seeds.
 
+The file holds the streams of issue 13 (two 64-bit words per step). Phase 1 of issue 12 used
+the same script against commit 85b3b95 to show that the refactored kernel reproduced the old
+streams bit for bit (83 arrays); the streams then changed on purpose (issue 13).
+
 The cases cover every path of the chain kernel (R = 1, 3, 64; burn-in; batches; record_every;
 level growth; sampling without replacement; n = 2^32 - 1; d = 1; per-replica starts; meeting
 times ordered and unordered; coupled paths). tests/test_supermarket_golden.py reruns them and
