@@ -39,7 +39,12 @@ class CacheWarning(UserWarning):
 
 
 def versions() -> dict[str, str]:
-    return {"qlib": qlib.__version__, "jax": jax.__version__, "numpy": np.__version__}
+    """What a cached number depends on besides its parameters: the code (qlib's version and the
+    version of the random streams), jax and numpy."""
+    from qlib.supermarket.chain import STREAM_VERSION
+
+    return {"qlib": qlib.__version__, "streams": str(STREAM_VERSION), "jax": jax.__version__,
+            "numpy": np.__version__}
 
 
 def git_commit() -> str:
