@@ -224,9 +224,27 @@ def test_n10_light_load():
 @pytest.mark.slow
 def test_n10_issue_target():
     # issue 11 item 5: n = 10, lam = 0.9, levels 0..14 with the boundary mass below 1e-7
-    ex = sm.exact_equilibrium(10, 2, 0.9, levels=14, tol=1e-7, max_states=30_000_000)
+    # (17.6 million states, ~10 GB, ~100 s on a quiet core)
+    ex = sm.exact_equilibrium(10, 2, 0.9, levels=14, tol=1e-7)
     assert ex.truncation_mass < 1e-7 and ex.residual <= 1e-10
     assert abs(ex.identity_error) <= ex.truncation_mass
+    assert ex.rounds >= 2 and ex.cap_change < 1e-4
+    # a box with 100x the boundary mass agrees to within that mass
+    coarse = sm.exact_equilibrium(10, 2, 0.9, levels=14, tol=1e-5)
+    assert coarse.states < ex.states
+    assert np.abs(coarse.tail_fraction - ex.tail_fraction).max() < 10 * coarse.truncation_mass
+    assert ex.tail_fraction[14] > 1e-5  # level 14 carries mass: the caps are not just the levels
+
+
+def test_exact_oracle_itself_on_mm1_and_identity():
+    # copied from tests/test_supermarket.py (the exact oracle's own checks belong here)
+    # d = 1: the exact solve must reproduce P(length >= i) = lam^i.
+    ex = sm.exact_tail_fraction(3, 1, 0.5, 6)
+    np.testing.assert_allclose(ex, 0.5 ** np.arange(7), atol=1e-10)
+    # E[u_1] = lam n holds exactly in any stationary law.
+    for rep in (True, False):
+        ex = sm.exact_tail_fraction(3, 2, 0.6, 5, replacement=rep)
+        assert abs(ex[1] - 0.6) < 1e-10
 
 
 # --------------------------------------------------------------------------- against simulation

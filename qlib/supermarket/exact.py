@@ -14,9 +14,12 @@ Truncation. The chain is kept on the box of states with
 and a transition that would leave the box is dropped (a self-loop), so the truncated chain is
 again a CTMC. Its *boundary* is the set of states with a dropped transition (at the length cap,
 or at the spread cap); ``truncation_mass`` is their stationary probability. The caps grow
-geometrically (by a factor 1.25 to 4, extrapolating the decay of the laws of the maximum and of
-the spread) until ``truncation_mass < tol``. Checks of the truncation, reported with the
-result: the change of the tail fractions from the previous caps (``cap_change``), and the
+until ``truncation_mass < tol``: each round extrapolates the decay of the stationary laws of the
+maximum and of the spread past the caps (slope and curvature of their logarithms) to where they
+fall below tol/3, growing each cap by at least one level and at most 4x, and each box by at most
+64x the last (a cap doubles while its law does not decay yet); a box beyond ``max_states``
+raises ValueError before it is built, and so does a round whose extrapolated final box exceeds
+4 max_states. Checks of the truncation, reported with the result: the change of the tail fractions from the previous caps (``cap_change``), and the
 identity E[u_1] = lam*n, exact for the untruncated chain; in the truncated chain the flux balance
 of the total number of customers gives E[u_1]/n - lam = delta/n - lam*a, where a is the
 probability that an arrival is dropped and delta the rate of dropped departures, both carried by
@@ -28,9 +31,17 @@ state replaced by pi_empty = 1 (``solver="direct"``, small boxes), or iterativel
 1984) with the states aggregated by (total customers, longest queue) -- the total is a
 birth-death process, which carries the slowest mode of the chain -- and a forward plus backward
 Gauss-Seidel sweep over the levels of the total (no transition keeps the total, so each level's
-block is diagonal and the sweep is exact per level). The reported ``residual`` is the normalised
-balance residual ||pi Q||_1 / sum_s pi(s) q(s) (pi summing to 1, q(s) the total rate out of s):
-the unbalanced probability flux as a fraction of all flux.
+block is diagonal and the sweep is exact per level), the fixed point accelerated by Anderson
+mixing over the last 5 steps; each box starts from the solution on the previous one. The
+reported ``residual`` is the normalised balance residual ||pi Q||_1 / sum_s pi(s) q(s) (pi
+summing to 1, q(s) the total rate out of s): the unbalanced probability flux as a fraction of
+all flux; each solve runs to residual <= max(1e-13, min(1e-10, 1e-3 tol)).
+
+Size. The box has (C - W + 1) C(n - 1 + W, n - 1) + C(n - 1 + W, n) states (length cap C,
+spread cap W; :func:`box_states`), about 0.55 kB of memory each at n = 10. JSQ(d) does not keep
+the queues close at small n and d = 2: n = 10, d = 2, lam = 0.9 has P(spread >= 10) ~ 5e-4, so
+tol = 1e-7 needs caps (22, 16), 17.6 million states (9.6 GB, about 100 s on one core), where
+the plain box C(n + 22, n) would have 64 million.
 """
 
 from __future__ import annotations
@@ -65,10 +76,9 @@ DIRECT_LIMIT = 50_000
 #: float64 round-off in the solve, above TOL_MAX the result is no oracle.
 TOL_MIN, TOL_MAX = 1e-15, 1e-2
 _BYTES_PER_STATE = 460  # + 8n: measured peak memory per state, 544 B at n = 10 (17.6M states)
-_TRACE: list | None = None  # tests and benchmarks may set a list: one dict per round
-_INITIAL_STATES = 50_000
-_SYMMETRIC = True
-_ANDERSON = 5  # history of the Anderson acceleration of the iterative solve (0: none)  # the first box is at most this big (the spread cap is lowered to fit)
+_INITIAL_STATES = 50_000  # the first box is at most this big (its spread cap is lowered to fit)
+_ANDERSON = 5  # history of the Anderson acceleration of the iterative solve (0: none)
+_TRACE: list | None = None  # benchmarks may set a list: one dict per box solved
 
 
 @dataclass(frozen=True)
@@ -367,9 +377,8 @@ def _solve_iterative(box: _Box, x0: np.ndarray | None, target: float, max_iter: 
         # smoothing: block Gauss-Seidel over the levels of the total, up then down
         for (a, b, Ib), qq in zip(blocks, qb):
             x[a:b] = (Ib @ x) / qq
-        if _SYMMETRIC:
-            for (a, b, Ib), qq in zip(reversed(blocks), reversed(qb)):
-                x[a:b] = (Ib @ x) / qq
+        for (a, b, Ib), qq in zip(reversed(blocks), reversed(qb)):
+            x[a:b] = (Ib @ x) / qq
         x /= x.sum()
         return x
 
