@@ -138,9 +138,10 @@ def _shapes(n: int, W: int, binom: np.ndarray) -> np.ndarray:
     if n == 1:
         return np.zeros((1, 1), dtype=np.int16)
     P = math.comb(n - 1 + W, n - 1)
+    dt = np.int16 if W < 2**15 else np.int32
     flat = np.fromiter((v for c in combinations_with_replacement(range(W + 1), n - 1) for v in c),
-                       dtype=np.int16, count=P * (n - 1))
-    o = np.zeros((P, n), dtype=np.int16)
+                       dtype=dt, count=P * (n - 1))
+    o = np.zeros((P, n), dtype=dt)
     o[:, 1:] = flat.reshape(P, n - 1)
     del flat
     out = np.empty_like(o)
