@@ -11,7 +11,8 @@ Public API:
   :func:`simulate_many` — many parameter points in one kernel, each as its own call;
 - :func:`fluid_fixed_point`, :func:`fluid_trajectory`, :func:`predicted_max_length`,
   :func:`asymptotic_profile` — the theory;
-- :func:`exact_tail_fraction` — exact stationary law for small n, the test oracle;
+- :func:`exact_equilibrium`, :func:`exact_tail_fraction` — exact stationary law for small n,
+  the test oracle;
 - :func:`direct_simulation` — a plain queue-vector simulation, the reference for tests.
 """
 
@@ -23,7 +24,7 @@ from qlib.supermarket.simulation import (
     simulate,
     simulate_many,
 )
-from qlib.supermarket.exact import exact_stationary, exact_tail_fraction
+from qlib.supermarket.exact import ExactEquilibrium, exact_equilibrium, exact_stationary, exact_tail_fraction
 from qlib.supermarket.direct import direct_simulation
 from qlib.supermarket.theory import (
     all_sampled_at_least,
@@ -37,7 +38,7 @@ from qlib.supermarket.theory import (
 
 __all__ = [
     "SupermarketResult", "simulate", "simulate_many", "initial_counts", "counts_from_lengths", "counts_all_at",
-    "exact_stationary", "exact_tail_fraction", "direct_simulation",
+    "ExactEquilibrium", "exact_equilibrium", "exact_stationary", "exact_tail_fraction", "direct_simulation",
     "all_sampled_at_least", "asymptotic_profile", "boundary_distance", "fluid_drift",
     "fluid_fixed_point", "fluid_trajectory", "predicted_max_length",
 ]
