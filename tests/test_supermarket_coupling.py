@@ -229,3 +229,10 @@ def test_coupling_takes_one_minus_lam():
                                                            max_steps=3000))
     with pytest.raises(ValueError, match="max_steps"):
         C.meeting_times(30, 3, 0.9, replicas=10**6, seed=0, top_length=4, max_steps=2**62)
+
+
+def test_default_top_is_never_read_as_queue_lengths():
+    """With n queues and a top at length n - 1 the default top (n counts of n) is also a vector of
+    n queue lengths; it must be taken as counts (it once raised "initial is ambiguous")."""
+    T = C.meeting_times(5, 2, 0.7, replicas=2, seed=0, top_length=4, max_steps=10**6)
+    assert np.all(np.isfinite(T))

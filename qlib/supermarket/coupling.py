@@ -102,7 +102,7 @@ def _meet_point(where: str, n, d, lam, *, one_minus_lam, replicas, seed, top_len
     top_length = V.integer("top_length", top_length, low=0)
     max_steps = V.integer("max_steps", max_steps, low=1, high=2**62)
     if top is None:
-        top = counts_all_at(n, top_length)
+        top = {"counts": counts_all_at(n, top_length)}  # a dict: n entries of n would be ambiguous
     lo0, hi0 = _resolve_starts(n, d, lam, [bottom, top], replacement, replicas, where="bottom/top",
                                eps=None if one_minus_lam is None else eps)
     if ordered:
