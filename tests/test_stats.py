@@ -46,3 +46,19 @@ def test_bad_arguments():
         stats.batch_means(np.ones(10), batches=1)
     with pytest.raises(ValueError, match="level"):
         stats.replica_mean(np.ones(3)).interval(1.5)
+
+
+def test_fit_power_law_rejects_unmet_replicas():
+    with pytest.raises(ValueError, match="samples"):
+        stats.fit_power_law([1, 2], [[1.0, np.inf], [2.0, 3.0]])
+
+
+def test_fit_power_law_recovers_known_exponent():
+    x = np.array([1e2, 1e3, 1e4, 1e5])
+    exact = 3.0 * x[:, None] ** 1.25 * np.ones((4, 8))
+    f = stats.fit_power_law(x, exact)
+    assert abs(f.exponent - 1.25) < 1e-10 and abs(f.prefactor - 3.0) < 1e-8
+    rng = np.random.default_rng(2)
+    noisy = 3.0 * x[:, None] ** 1.25 * rng.gamma(25, 1 / 25, size=(4, 16))  # mean-1 noise, 20% sd
+    f = stats.fit_power_law(x, noisy)
+    assert f.ci[0] < 1.25 < f.ci[1] and f.ci[1] - f.ci[0] < 0.1

@@ -13,7 +13,6 @@ import pytest
 
 import qlib.supermarket as sm
 from qlib.studies import max_length as eq
-from qlib.supermarket.refined import relaxation_time
 
 Z = 5.0
 
@@ -57,100 +56,85 @@ def test_fluid_max_length_brute_force():
         eq.fluid_max_length(100, 2, 1.5)
 
 
-def test_relaxation_time_mm1():
-    # d = 1: the drift is linear (tridiagonal, M/M/1 generator); its slowest rate is
-    # (1 - sqrt(lam))^2 as the truncation grows (the M/M/1 spectral gap).
-    lam = 0.5
-    assert 1.0 / relaxation_time(1, lam) == pytest.approx((1 - math.sqrt(lam)) ** 2, rel=0.05)
-    assert relaxation_time(100, 0.999) > relaxation_time(100, 0.99)
-
-
-def test_run_equilibrium_and_summarize_against_exact():
-    n, d, lam = 3, 2, 0.7
-    res = eq.run_equilibrium(n, d, lam, time=4000.0, burn_in_time=50.0, replicas=16, seed=3)
-    s = eq.summarize(res, 6)
-    ex7 = sm.exact_tail_fraction(n, d, lam, 7, tol=1e-11)
-    exact = ex7[:7]
-    bad = np.abs(s.tail - exact) > Z * s.tail_se + 1e-9
-    assert not bad.any(), (s.tail, exact, s.tail_se)
-    p_exact = ex7[:7] - ex7[1:]
-    assert np.all(np.abs(s.p - p_exact) <= Z * s.p_se + 1e-9)
-    assert s.max_dist.sum() <= 1.0 + 1e-12  # cut at level 6; all levels sum to one
-    assert eq.summarize(res, res.levels).max_dist.sum() == pytest.approx(1.0)
-    assert int(s.modal_max) == int(np.argmax(s.max_dist))
-    # the exact maximum law of 3 queues is not concentrated: the mode is >= 2
-    assert int(s.modal_max) >= 2
-
-
-def test_interactive_run_shapes_and_seed():
+def test_interactive_run_shapes_seed_and_coverage():
     a = eq.interactive_run(0.1, 300, 1000, max_steps=2e4, replicas=2, seed=1, progress=False)
     b = eq.interactive_run(0.1, 300, 1000, max_steps=2e4, replicas=2, seed=1, progress=False)
     v = eq.profile_view(0.1, 300, 1000)
-    a, b = a.summary, b.summary
     assert a.p.shape == v.fluid.shape
     np.testing.assert_array_equal(a.p, b.p)  # same seed, same numbers
     # k = 1 far from the boundary ((1-lam) d = 30): every queue has length <= 1, max == 1
-    assert int(a.modal_max) == 1 == v.k
+    assert a.max_dist[1] == 1.0 and v.k == 1
     assert a.p[0] == pytest.approx(0.1, abs=Z * a.p_se[0] + 0.02)
+    # it says how much it ran: tau = 1 here, so 2e4 steps (1e4 burn-in) are ~5 tau measured
+    assert a.taus == pytest.approx(1e4 / (v.tau * 1.9 * 1000))
     with pytest.raises(ValueError, match="max_steps"):
         eq.interactive_run(0.1, 300, 1000, max_steps=0)
 
 
-def test_max_length_map_tiny_and_cached(monkeypatch):
-    kw = dict(one_minus_lam=[0.1, 0.01], d=[300, 10], n=1000, taus=1.0, min_time=2.0, max_time=4.0,
-              replicas=2, seed=0, progress=False)
-    out = eq.max_length_map(**kw)
-    assert out.k.shape == (2, 2)
-    assert [[int(x) for x in r] for r in out.k] == [[sm.predicted_max_length(d, 1 - e) for d in (300, 10)]
-                                                    for e in (0.1, 0.01)]
-    assert out.modal_max[0, 0] == 1  # far from the boundary, large d
-    # the cache returns the same arrays without simulating again
-    monkeypatch.setattr(eq, "run_equilibrium", lambda *a, **k: (_ for _ in ()).throw(AssertionError("recomputed")))
-    again = eq.max_length_map(**kw)
-    np.testing.assert_array_equal(again.modal_max, out.modal_max)
+def test_from_empty_run_approaches_the_fluid_trajectory():
+    r = eq.from_empty_run(2000, 5, 0.9, taus=3.0, points=30, replicas=4, seed=2)
+    assert r.sim.shape == r.fluid.shape and r.t.size == 30
+    # n = 2000: the replica mean follows the fluid ODE from empty to within a few 1/sqrt(n)
+    assert np.max(np.abs(r.sim[:, 1:4] - r.fluid[:, 1:4])) < 5 / np.sqrt(2000 * 4) * 3
 
 
-def test_finite_n_sweep_tiny():
-    out = eq.finite_n_sweep(100, 0.999, [1000], level=3, taus=1.0, max_steps=3e5, replicas=2, seed=1,
-                            progress=False)
-    r = sm.refined_mean_field(100, 0.999)
-    assert out.refined[0] == pytest.approx(r.fixed_point[3] + r.correction[3] / 1000)
-    assert float(out.fluid) == pytest.approx(0.999 ** ((100**3 - 1) / 99))
-    assert out.tail[0] > 10 * float(out.fluid)  # the finite-n effect is huge at n = 1e3
+def _fake(max_dist, p=None, n=10**4, d=20, lam=0.998):
+    L1 = len(max_dist)
+    p = np.zeros(L1) if p is None else np.asarray(p, float)
+    z = lambda a: np.asarray(a, float)[None]  # noqa: E731
+    return eq.Estimates(n=np.array([n]), d=np.array([d]), lam=np.array([lam]),
+                        k=np.array([sm.predicted_max_length(d, lam)]), tail=z(np.zeros(L1)),
+                        tail_low=z(np.zeros(L1)), tail_high=z(np.zeros(L1)), p=z(p), p_low=z(p - 0.001),
+                        p_high=z(p + 0.001), max_dist=z(max_dist), max_low=z(np.asarray(max_dist) - 0.02),
+                        max_high=z(np.asarray(max_dist) + 0.02), taus=np.array([20.0]),
+                        burn_taus=np.array([20.0]), replicas=np.array([8]), relative_halfwidth=np.array([0.1]),
+                        converged=np.array([True]))
 
 
-def test_sweep_bad_input():
-    with pytest.raises(ValueError, match="one_minus_lam"):
-        eq.max_length_map([1.5], [10], 100)
-    with pytest.raises(ValueError, match="n must"):
-        eq.concentration_sweep(0.75, 0.5, [1])
-    with pytest.raises(ValueError, match="time"):
-        eq.run_equilibrium(10, 2, 0.5, time=-1.0)
+def test_the_criteria_can_fail():
+    ok, _, _ = eq._max_verdict(_fake([0, 0, 0, 0.95, 0.05, 0]), 0, 3)
+    assert ok
+    bad, _, _ = eq._max_verdict(_fake([0, 0, 0, 0.5, 0.5, 0]), 0, 3)
+    assert not bad
+    fp = sm.fluid_fixed_point(20, 0.998, 4)
+    exact = fp[:-1] - fp[1:]
+    ok, _, _ = eq._profile_verdict(_fake([0] * 6, np.append(exact, 0)), 0, 20, 0.998, 3)
+    assert ok
+    off = np.append(exact, 0) * np.array([1, 1.2, 1, 1, 1])  # length 1 off by 20%
+    bad, _, _ = eq._profile_verdict(_fake([0] * 6, off), 0, 20, 0.998, 3)
+    assert not bad
 
 
-def test_profile_view_figure_runs():
-    import matplotlib
+@pytest.fixture(scope="module")
+def smoke(tmp_path_factory):
+    import os
 
-    matplotlib.use("Agg")
-    from qlib.plots import max_length as P
+    old = os.environ.get("QLIB_CACHE")
+    os.environ["QLIB_CACHE"] = str(tmp_path_factory.mktemp("cache"))
+    try:
+        return eq.run("smoke", progress=False)
+    finally:
+        if old is None:
+            os.environ.pop("QLIB_CACHE")
+        else:
+            os.environ["QLIB_CACHE"] = old
 
-    v = eq.profile_view(1e-2, 10, 1000)
-    run = eq.interactive_run(1e-2, 10, 1000, max_steps=2e4, replicas=2, seed=1, progress=False)
-    fig = P.profile_view_figure(v, run)
-    assert fig.axes[0].get_yscale() == "log"
 
-
-def test_study_shape_and_smoke_claim_rows():
-    """The study's shape: both modes' parameters in one place, run() -> typed result, claim rows
-    from that result. In smoke mode the claims' own runs are the small ones, and still pass."""
+def test_study_shape_and_rows(smoke):
+    """Both modes' parameters in one place; run() -> typed result; claim rows from it, each claim
+    with a counterfactual and the relaxation times it covers; the idle fraction is an identity."""
     assert set(eq.PARAMETERS) == {"full", "smoke"}
     assert set(eq.PARAMETERS["full"]) == set(eq.PARAMETERS["smoke"])
     with pytest.raises(ValueError, match="mode"):
         eq.run("quick")
-    result = eq.run("smoke", progress=False)
-    assert isinstance(result, eq.MaxLengthResult) and isinstance(result.map, eq.MapSweep)
-    rows = eq.claim_rows(result)
-    assert len(rows) >= 9
-    assert sum(r.claim.startswith("max queue length concentrates") for r in rows) >= 4
-    failed = [(r.claim, r.parameters, r.theory, r.measured) for r in rows if not r.passed]
-    assert not failed, failed
+    assert isinstance(smoke, eq.MaxLengthResult) and isinstance(smoke.max, eq.Estimates)
+    assert smoke.max.n.size == 3 and smoke.max_wrong.n.size == sum(map(len, eq.PARAMETERS["smoke"]["max"]["wrong_d"]))
+    rows = eq.claim_rows(smoke)
+    claims = [r for r in rows if r.kind == "claim"]
+    assert len(claims) >= 8 and all(r.counterfactuals for r in claims)
+    assert all(r.taus is None or r.taus >= 10 for r in rows)
+    assert [r.kind for r in rows].count("identity") == 1
+    # smoke runs are tiny, but the identity E[u_1] = lam n holds at any size
+    assert [r for r in rows if r.kind == "identity"][0].passed
+    # every run started from empty and burnt in for 20 tau
+    assert np.all(smoke.max.burn_taus >= 19.9) and np.all(smoke.sweep.taus >= 19.9)

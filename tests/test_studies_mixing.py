@@ -1,5 +1,10 @@
-"""qlib.studies.mixing: the measurements behind notebook 02 (drain time, good set, sliders),
-the power-law fit of qlib.stats, and the study's shape (parameters, run, claim rows)."""
+"""qlib.studies.mixing (notebook 02): the measurements (good and bad starts, uncoupled chains, the
+TV lower bound, good-set exits), the study's shape and its claim rows.
+
+Oracles: the exact stationary law (stationary samples), exact limiting cases of each measurement
+(a stationary start has crossed at once; eps = 0 leaves at once, eps = 1 never), and the relation
+between a measurement and the coupling functions it wraps.
+"""
 
 import numpy as np
 import pytest
@@ -7,49 +12,85 @@ import pytest
 import qlib.supermarket as sm
 from qlib import stats
 from qlib.studies import mixing as study
-from qlib.supermarket.theory import steps_per_time
 
-Z = 5.0
 LEVELS = 14
 
 
-def test_fit_power_law_rejects_unmet_replicas():
-    with pytest.raises(ValueError, match="samples"):
-        stats.fit_power_law([1, 2], [[1.0, np.inf], [2.0, 3.0]])
+def test_family_point_and_scales():
+    n, d, lam = study.family_point(10_000, 0.75, 0.5)
+    assert (n, d) == (10_000, 100) and lam == pytest.approx(1 - 1e-3)
+    assert study.reference_time(n, d, lam) == pytest.approx(2 * 100 * n * np.log(n))
+    assert study.lower_time(n, d, lam) == pytest.approx(n * lam * 100)
 
 
-# --------------------------------------------------------------------------- fits and sweeps
-
-def test_fit_power_law_recovers_known_exponent():
-    x = np.array([1e2, 1e3, 1e4, 1e5])
-    exact = 3.0 * x[:, None] ** 1.25 * np.ones((4, 8))
-    f = stats.fit_power_law(x, exact)
-    assert abs(f.exponent - 1.25) < 1e-10 and abs(f.prefactor - 3.0) < 1e-8
-    rng = np.random.default_rng(2)
-    noisy = 3.0 * x[:, None] ** 1.25 * rng.gamma(25, 1 / 25, size=(4, 16))  # mean-1 noise, 20% sd
-    f = stats.fit_power_law(x, noisy)
-    assert f.ci[0] < 1.25 < f.ci[1] and f.ci[1] - f.ci[0] < 0.1
+def test_stationary_samples_have_the_exact_mean():
+    n, d, lam = 4, 2, 0.8
+    y = study.stationary_samples([(n, d, lam)], replicas=256, seeds=[3])[0]
+    ex = sm.exact_tail_fraction(n, d, lam, 6)
+    est = stats.replica_mean(np.pad(y, ((0, 0), (0, 7 - y.shape[1])))[:, :7] / n)
+    assert np.all(np.abs(est.mean - ex) <= 5 * est.stderr + 1e-9)
 
 
-def test_drain_time_matches_fluid_limit():
-    # all queues at k+1 = 3 (d=5, lam=0.9): the excess drains at net rate ~ (1-lam) n
-    n, d, lam = 2000, 5, 0.9
-    fl = study.fluid_drain_time(d, lam)
-    T = study.drain_times(n, d, lam, replicas=8, seed=4) / steps_per_time(n, lam)
-    est = stats.replica_mean(T)
-    frame = 3 * fl / 400
-    # 5 SE + one recording frame + 5% for the finite-n (O(1/sqrt n)) correction
-    assert abs(est.mean - fl) < Z * est.stderr + frame + 0.05 * fl, (est.mean, fl)
-    k = sm.predicted_max_length(d, lam)
-    assert est.mean * steps_per_time(n, lam) > n * (lam * d) ** (k - 1)  # the lower bound
+def test_top_start_times_are_the_bottom_top_meeting_times():
+    pts = [(50, 3, 0.8), (100, 5, 0.9)]
+    T = study.top_start_times(pts, replicas=8, seeds=[1, 2], max_steps=[10**7, 10**7])
+    for (n, d, lam), s, t in zip(pts, [1, 2], T):
+        k = int(sm.predicted_max_length(d, lam))
+        np.testing.assert_array_equal(t, sm.meeting_times(n, d, lam, replicas=8, seed=s, top_length=k + 1,
+                                                          max_steps=10**7))
 
 
-def test_good_set_fraction_monotone_in_eps():
-    g = study.good_set_fraction(200, 3, 0.8, eps=[0.0, 0.05, 0.2, 1.0], windows=3, window_steps=4000,
-                            replicas=4, seed=0, record_every=20)
-    f = g.frac
-    assert f.shape == (4, 4, 3)
-    assert np.all(np.diff(f, axis=0) >= 0) and np.all(f[-1] == 1.0) and np.all(f[0] == 0.0)
+def test_good_start_meets_and_uncoupled_chains_do_not():
+    pt = (300, 5, 0.9)
+    good = study.good_start_times([pt], replicas=8, seeds=[5], max_steps=[10**7])[0]
+    assert np.all(np.isfinite(good))
+    apart = study.uncoupled_times([pt], replicas=8, seeds=[5], max_steps=[int(3 * good.max())])[0]
+    assert np.all(np.isinf(apart))  # independent chains of 300 queues never sit in the same state
+    tiny = study.uncoupled_times([(2, 2, 0.5)], replicas=8, seeds=[5], max_steps=[20_000], frames=2000)[0]
+    assert np.all(np.isfinite(tiny))  # with 2 queues they do, often: the test can tell the two apart
+
+
+def test_tv_crossing_limits():
+    kw = dict(replicas=64, seed=4, horizon_taus=4.0, frames=20, bins=6, threshold=0.25)
+    s = study.tv_crossing(300, 5, 0.9, start="stationary", **kw)
+    assert float(s["crossing"]) == 0.0  # started at the answer: no time is needed
+    g = study.tv_crossing(300, 5, 0.9, start="fluid", **kw)
+    assert float(g["crossing"]) > 0 and g["tv"][0] > s["tv"][0]
+
+
+def test_good_set_exits_limits():
+    pts = [(200, 3, 0.8)]
+    never = study.good_set_exits(pts, eps=1.0, horizon_taus=2.0, replicas=4, seeds=[1])[0]
+    assert np.all(np.isinf(never))
+    at_once = study.good_set_exits(pts, eps=0.0, horizon_taus=2.0, replicas=4, seeds=[1], frames=50)[0]
+    assert np.all(np.isfinite(at_once)) and np.all(at_once <= at_once.max())
+
+
+@pytest.fixture(scope="module")
+def smoke(tmp_path_factory):
+    import os
+
+    old = os.environ.get("QLIB_CACHE")
+    os.environ["QLIB_CACHE"] = str(tmp_path_factory.mktemp("cache"))
+    try:
+        return study.run("smoke", progress=False)
+    finally:
+        if old is None:
+            os.environ.pop("QLIB_CACHE")
+        else:
+            os.environ["QLIB_CACHE"] = old
+
+
+def test_study_shape_and_rows(smoke):
+    assert set(study.PARAMETERS) == {"full", "smoke"}
+    assert set(study.PARAMETERS["full"]) == set(study.PARAMETERS["smoke"])
+    assert isinstance(smoke, study.MixingResult)
+    rows = study.claim_rows(smoke)
+    assert len(rows) == 6 and all(r.kind == "claim" and r.counterfactuals for r in rows)
+    # the counterfactuals of the coupling rows fail in any mode: wrong models do not meet in time
+    for r in rows[:2]:
+        assert not any(c.passed for c in r.counterfactuals)
+    assert not rows[4].counterfactuals[0].passed  # uncoupled chains: no decay to measure
 
 
 def test_explore_slider_callback():

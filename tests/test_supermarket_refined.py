@@ -22,6 +22,7 @@ Order 2 (Gast, Bortolussi & Tribastone 2019):
 
 from math import comb
 
+import math
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -29,6 +30,7 @@ import pytest
 
 import qlib.supermarket as sm
 from qlib import stats
+from qlib.supermarket.refined import relaxation_time as refined_relaxation_time
 from qlib.supermarket.refined import (_order2_derivatives, _second_order, _solve_sylvester3,
                                       refined_mean_field, relaxation_time)
 from qlib.supermarket.theory import steps_per_time
@@ -424,3 +426,13 @@ def test_bad_input(kw, name):
         refined_mean_field(2, 0.5).tail_fraction(0)
     with pytest.raises(ValueError, match="n"):
         refined_mean_field(2, 0.5, order=2).tail_fraction(0)
+
+
+def test_relaxation_time_mm1():
+    # d = 1: the drift is linear (tridiagonal, M/M/1 generator); its slowest rate is
+    # (1 - sqrt(lam))^2 as the truncation grows (the M/M/1 spectral gap).
+    lam = 0.5
+    assert 1.0 / refined_relaxation_time(1, lam) == pytest.approx((1 - math.sqrt(lam)) ** 2, rel=0.05)
+    assert refined_relaxation_time(100, 0.999) > refined_relaxation_time(100, 0.99)
+
+

@@ -50,16 +50,6 @@ def test_d1_is_independent_mm1_queues():
     assert_within(est, lam ** np.arange(est.mean.size), what="M/M/1")
 
 
-def test_exact_oracle_itself_on_mm1_and_identity():
-    # d = 1: the exact solve must reproduce P(length >= i) = lam^i.
-    ex = sm.exact_tail_fraction(3, 1, 0.5, 6)
-    np.testing.assert_allclose(ex, 0.5 ** np.arange(7), atol=1e-10)
-    # E[u_1] = lam n holds exactly in any stationary law.
-    for rep in (True, False):
-        ex = sm.exact_tail_fraction(3, 2, 0.6, 5, replacement=rep)
-        assert abs(ex[1] - 0.6) < 1e-10
-
-
 def test_mean_busy_fraction_is_lam():
     # Little/flow balance: E[u_1] = lam n, any n and d.
     lam = 0.9

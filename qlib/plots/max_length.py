@@ -1,181 +1,169 @@
 """Figures of notebook 01: the maximum queue length of the supermarket model concentrates on k.
 
-Each ``*_figure`` function takes one typed result of :mod:`qlib.studies.max_length` and returns
-a matplotlib Figure (the notebook saves it with :func:`qlib.plots.savefig`).
+Each ``*_figure`` function takes the :class:`qlib.studies.max_length.MaxLengthResult` (or one of
+its parts) and returns a matplotlib Figure; the notebook saves it with :func:`qlib.plots.savefig`.
+Error bars are the 95% confidence intervals of :func:`qlib.supermarket.estimate_equilibrium`.
 """
 
 from __future__ import annotations
+
+import math
 
 import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.colors import BoundaryNorm
 
-from qlib.stats import t_quantile
-from qlib.studies.max_length import (ConcentrationSweep, FiniteNSweep, FromEmptyRun, InteractiveRun,
-                                     MapSweep, ProfileSweep, ProfileView)
+from qlib.studies.max_length import Estimates, FromEmptyRun, InteractiveRun, MaxLengthResult, ProfileView
+from qlib.supermarket.theory import asymptotic_profile, fluid_fixed_point
 
 
-def _t(dof: int) -> float:
-    return t_quantile(max(dof, 1))
-
-
-def map_figure(data: MapSweep, *, n: int | None = None):
-    """(a) Predicted k as a filled map over (1-lam, d), boundary curves (1-lam) d^j = 1, and the
-    simulated modal maximum as markers (red ring: differs from k; hollow: fewer than 5 tau)."""
-    eps = np.asarray(data.one_minus_lam)
-    ds = np.asarray(data.d)
-    fig, ax = plt.subplots(figsize=(7.2, 5.2))
-    # predicted k on a fine grid (pure theory)
-    E = np.geomspace(min(eps.min(), 1e-4) / 1.3, max(eps.max(), 0.1) * 1.3, 300)
-    D = np.geomspace(max(1.5, ds.min() / 1.3), max(ds.max(), 1000) * 1.3, 300)
+def _k_map(ax, eps_range, d_range, kmax: int = 8):
+    E = np.geomspace(*eps_range, 300)
+    D = np.geomspace(*d_range, 300)
     EE, DD = np.meshgrid(E, D, indexing="ij")
-    K = np.ceil(np.log(1 / EE) / np.log(DD) - 1e-9)
-    kmax = int(min(K.max(), 16))
+    K = np.minimum(np.ceil(np.log(1 / EE) / np.log(DD) - 1e-9), kmax)
     levels = np.arange(0.5, kmax + 1.5)
     cmap = plt.get_cmap("viridis", len(levels) - 1)
     norm = BoundaryNorm(levels, cmap.N)
-    pc = ax.pcolormesh(EE, DD, np.minimum(K, kmax), cmap=cmap, norm=norm, shading="auto", alpha=0.55,
-                       rasterized=True)  # a 300x300 vector mesh would make a 20 MB SVG
-    cb = fig.colorbar(pc, ax=ax, ticks=np.arange(1, kmax + 1))
-    cb.set_label("predicted k = ceil(log(1/(1-lam)) / log d)")
-    for j in range(1, kmax + 1):  # boundary curves (1-lam) d^j = 1  <=>  d = (1-lam)^(-1/j)
+    pc = ax.pcolormesh(EE, DD, K, cmap=cmap, norm=norm, shading="auto", alpha=0.45, rasterized=True)
+    for j in range(1, kmax + 1):  # boundaries (1-lam) d^j = 1
         dj = E ** (-1.0 / j)
         ok = (dj >= D.min()) & (dj <= D.max())
-        ax.plot(E[ok], dj[ok], "k-", lw=0.8, alpha=0.7)
-        if ok.any() and j <= 4:  # higher curves crowd the small-d corner
-            i = np.nonzero(ok)[0][len(np.nonzero(ok)[0]) // 2]
-            ax.annotate(f"(1-lam)d^{j}=1", (E[i], dj[i]), fontsize=7, alpha=0.8, rotation=0)
-    EE2, DD2 = np.meshgrid(eps, ds, indexing="ij")
-    mm, kk = data.modal_max, data.k
-    settled = data.time >= 5 * data.tau
-    match = mm == kk
-    sel = match & settled
-    if sel.any():
-        ax.scatter(EE2[sel], DD2[sel], c=mm[sel], cmap=cmap, norm=norm, s=70, edgecolors="k",
-                   label="simulated modal max = k", zorder=3)
-    sel = ~settled
-    if sel.any():  # hollow: the run covered fewer than 5 relaxation times
-        ax.scatter(EE2[sel], DD2[sel], s=70, facecolors="none", edgecolors=cmap(norm(mm[sel])),
-                   lw=1.5, label="run < 5 relaxation times (hollow)", zorder=3)
-    bad = ~match
-    if bad.any():
-        ax.scatter(EE2[bad], DD2[bad], s=150, facecolors="none", edgecolors="red", lw=1.8,
-                   label="simulated modal max != k (value shown)", zorder=4)
-        for x, y, v in zip(EE2[bad], DD2[bad], mm[bad]):
-            ax.annotate(f"{int(v)}", (x, y), xytext=(5, 4), textcoords="offset points",
-                        color="red", fontsize=8, zorder=5)
-    off = mm != data.fluid_max
-    if off.any():
-        ax.scatter(EE2[off], DD2[off], marker="x", s=40, c="k", zorder=6,
-                   label="modal max != fluid finite-n max (largest i with n s_i >= 1/2)")
-    ax.set_xscale("log")
-    ax.set_yscale("log")
+        ax.plot(E[ok], dj[ok], "k-", lw=0.7, alpha=0.6)
+    # the regime edge (1-lam) d^(k-1) = 0.1 for k = 2, 3
+    for j in (1, 2):
+        dj = (0.1 / E) ** (1.0 / j)
+        ok = (dj >= D.min()) & (dj <= D.max())
+        ax.plot(E[ok], dj[ok], "k:", lw=0.9, alpha=0.7)
+    return pc
+
+
+def regime_map_figure(result: MaxLengthResult):
+    """(a) Predicted k over (1-lam, d) with the boundaries (1-lam) d^j = 1 (solid) and the regime
+    edges (1-lam) d^(k-1) = 0.1 (dotted); markers: every simulated point, coloured by the
+    measured fraction of time the maximum equals k (n in the label)."""
+    fig, ax = plt.subplots(figsize=(7.4, 5.2))
+    pc = _k_map(ax, (1e-4 / 1.5, 0.2), (2, 2000))
+    cb = fig.colorbar(pc, ax=ax, ticks=range(1, 9))
+    cb.set_label("predicted k = ceil(log(1/(1-lam)) / log d)")
+    sets = [("max", "o", "maximum rows"), ("sweep", "s", "profile sweep (d = 100)"),
+            ("boundary", "D", "boundary and control"), ("profile", "^", "profile row"),
+            ("family", "v", "paper's family lam = 1 - n^-0.75, d = n^0.5"),
+            ("finite_n", "P", "finite-n tail (lam = 0.999, d = 100)")]
+    sc = None
+    for name, marker, label in sets:
+        e: Estimates = getattr(result, name)
+        f = np.array([e.max_dist[j, int(e.k[j])] for j in range(e.n.size)])
+        sc = ax.scatter(1 - e.lam, e.d, c=f, cmap="RdYlGn", vmin=0, vmax=1, marker=marker, s=80,
+                        edgecolors="k", zorder=3, label=label)
+        for j in range(e.n.size):
+            ax.annotate(f"n={int(e.n[j]):.0e}".replace("e+0", "e"), (1 - e.lam[j], e.d[j]), xytext=(4, 3),
+                        textcoords="offset points", fontsize=6)
+    fig.colorbar(sc, ax=ax, label="measured P(max queue length = k)", location="left", pad=0.12)
+    ax.set(xscale="log", yscale="log", xlabel="1 - lam", ylabel="d (sampled queues)",
+           title="Where k is predicted, where we measured, and how often max = k")
     ax.invert_xaxis()
-    ax.set_xlabel("1 - lam (dimensionless; lam = arrival rate per queue, service rate 1)")
-    ax.set_ylabel("d (number of sampled queues)")
-    title = "Maximum queue length: predicted k vs simulated modal maximum"
-    if n is not None:
-        title += f" (n = {n:g})"
-    ax.set_title(title, fontsize=10)
     ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.13), ncol=2, fontsize=7)
     return fig
 
 
-def profiles_figure(data: ProfileSweep):
-    """(b) Fraction of queues with length exactly i: simulation at several n (95% CI), fluid
-    fixed point, asymptotic formulas; one panel per (1-lam, d)."""
-    C = len(data.d)
-    fig, axes = plt.subplots(1, C, figsize=(4.2 * C, 3.8), squeeze=False)
-    ns = data.n
-    L1 = data.p.shape[2]
-    i = np.arange(L1)
-    colors = plt.get_cmap("plasma")(np.linspace(0.1, 0.8, len(ns)))
-    for c, ax in enumerate(axes[0]):
-        eps, d, k = data.one_minus_lam[c], int(data.d[c]), int(data.k[c])
-        x = np.log(1 / eps) / np.log(d)
-        w = 0.8 / (len(ns) + 1)
-        for m, n in enumerate(ns):
-            y, se = data.p[c, m], data.p_se[c, m]
-            ax.errorbar(i + (m - len(ns) / 2) * w, np.maximum(y, 1e-12), yerr=_t(3) * se, fmt="o",
-                        ms=3.5, color=colors[m], capsize=2, label=f"simulation n = {n:.0e}")
-        ax.plot(i, np.maximum(data.fluid[c], 1e-300), "k_", ms=18, mew=2, label="fluid fixed point")
-        a = data.asymptotic[c]
-        ax.plot(i, a, "s", mfc="none", mec="tab:green", ms=9, mew=1.5,
-                label="asymptotic: 1-lam, (1-lam)d^i, 1-(1-lam)d^(k-1), e^(-(1-lam)d^k)")
-        ax.axvline(k, color="grey", ls=":", lw=1)
-        ax.set_yscale("log")
-        ax.set_ylim(1e-6, 1.5)
-        ax.set_xticks(i)
-        ax.set_xlabel("queue length i (customers)")
-        where = "on a boundary" if abs(x - round(x)) < 1e-6 else f"log(1/(1-lam))/log d = {x:.2f}"
-        ax.set_title(f"1-lam = {eps:.2g}, d = {d}, k = {k}\n({where})", fontsize=9)
+def _profile_panel(ax, e: Estimates, j: int, title: str):
+    d, lam, k = int(e.d[j]), float(e.lam[j]), int(e.k[j])
+    L = min(k + 3, e.p.shape[1] - 1)
+    i = np.arange(L + 1)
+    s = fluid_fixed_point(d, lam, L + 1)
+    fl = s[:-1] - s[1:]
+    y = np.maximum(e.p[j, : L + 1], 1e-9)
+    err = np.vstack([y - np.maximum(e.p_low[j, : L + 1], 1e-10), np.maximum(e.p_high[j, : L + 1], 1e-10) - y])
+    ax.errorbar(i, y, yerr=err, fmt="o", color="C3", ms=4, capsize=3, label=f"simulation, n = {int(e.n[j])} (95% CI)")
+    ax.plot(i, np.maximum(fl, 1e-300), "k_", ms=16, mew=2, label="fluid fixed point (n -> oo)")
+    a = asymptotic_profile(d, lam)
+    ax.plot(np.arange(a.size), a, "s", mfc="none", mec="tab:green", ms=8, mew=1.4, label="asymptotic formulas")
+    ax.axvline(k, color="grey", ls=":", lw=1)
+    ax.set(yscale="log", ylim=(1e-5, 1.5), xticks=i, xlabel="queue length i")
+    ax.set_title(title, fontsize=8)
+
+
+def profiles_figure(result: MaxLengthResult):
+    """(b) The fraction of queues at each length: the sweep at d = 100 as (1-lam) d -> 0 (first
+    panels), the k = 3 profile point, and the boundary case."""
+    sw = result.sweep
+    panels = [(sw, j, f"d={int(sw.d[j])}, 1-lam={1 - sw.lam[j]:.1g}: (1-lam)d = {(1 - sw.lam[j]) * sw.d[j]:.2g}")
+              for j in range(sw.n.size)]
+    pr, bd = result.profile, result.boundary
+    panels.append((pr, 0, f"k = 3: d={int(pr.d[0])}, 1-lam={1 - pr.lam[0]:.1g}"))
+    panels.append((bd, 0, f"boundary: d={int(bd.d[0])}, 1-lam={1 - bd.lam[0]:.1g}"))
+    cols = 3
+    rows = math.ceil(len(panels) / cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(4.0 * cols, 3.2 * rows), squeeze=False)
+    for ax, (e, j, t) in zip(axes.flat, panels):
+        _profile_panel(ax, e, j, t)
+    for ax in list(axes.flat)[len(panels):]:
+        ax.set_axis_off()
     axes[0][0].set_ylabel("fraction of queues with length exactly i")
-    axes[0][-1].legend(fontsize=7, loc="lower left")
+    axes[0][0].legend(fontsize=6, loc="lower left")
     fig.tight_layout()
     return fig
 
 
-def concentration_figure(data: ConcentrationSweep, alpha: float, beta: float, replicas: int):
-    """(c) Along lam = 1 - n^-alpha, d = floor(n^beta): fraction of time max == k and fraction of
-    queues at exactly k (95% CI over replicas), with fluid and asymptotic values."""
-    n = data.n
-    t = _t(replicas - 1)
+def concentration_figure(result: MaxLengthResult):
+    """(c) Along the paper's family lam = 1 - n^(-alpha), d = floor(n^beta): the fraction of time
+    the maximum equals k and k + 1 against n, with the fraction of queues at k."""
+    e = result.family
     fig, ax = plt.subplots(figsize=(6.4, 4.2))
-    ax.errorbar(n, data.frac_max_k, yerr=t * data.frac_max_k_se, fmt="o-", capsize=3,
-                label="simulation: fraction of time max queue length == k")
-    ax.errorbar(n, data.p_k, yerr=t * data.p_k_se, fmt="s-", capsize=3,
-                label="simulation: fraction of queues at exactly k")
-    ax.plot(n, data.fluid_p_k, "k--", lw=1, label="fluid fixed point: fraction at k")
-    ax.plot(n, data.asym_p_k, ":", color="tab:green", lw=1.5, label="asymptotic: 1-(1-lam)d^(k-1)")
-    ax.plot(n, data.poisson_max_k, "-.", color="tab:red", lw=1.2,
-            label="exp(-n E[u_(k+1)]/n), refined mean field (Poisson heuristic)")
-    ax.set_xscale("log")
-    ax.set_ylim(-0.02, 1.05)
-    ax.set_xlabel("n (number of queues)")
-    ax.set_ylabel("fraction (of time / of queues)")
-    ks = sorted(set(int(k) for k in data.k))
-    ax.set_title(f"Concentration along lam = 1 - n^-{alpha:g}, d = floor(n^{beta:g}) (k = {ks})",
-                 fontsize=10)
-    ax.legend(fontsize=7, loc="lower right")
+    for off, lab, c in ((0, "P(max = k)", "C0"), (1, "P(max = k+1)", "C1")):
+        y = np.array([e.max_dist[j, int(e.k[j]) + off] for j in range(e.n.size)])
+        lo = np.array([e.max_low[j, int(e.k[j]) + off] for j in range(e.n.size)])
+        hi = np.array([e.max_high[j, int(e.k[j]) + off] for j in range(e.n.size)])
+        ax.errorbar(e.n, y, yerr=[y - lo, hi - y], fmt="o-", color=c, capsize=3, label=lab + " (95% CI)")
+    pk = np.array([e.p[j, int(e.k[j])] for j in range(e.n.size)])
+    ax.plot(e.n, pk, "s--", color="C2", label="fraction of queues at k")
+    ax.set(xscale="log", ylim=(-0.02, 1.05), xlabel="n (queues)", ylabel="fraction",
+           title=f"Along lam = 1 - n^-{result.parameters['family']['alpha']:g}, d = floor(n^"
+                 f"{result.parameters['family']['beta']:g}) (k = {sorted(set(int(x) for x in e.k))})")
+    ax.title.set_fontsize(9)
+    ax.legend(fontsize=7)
     return fig
 
 
-def finite_n_figure(data: FiniteNSweep, replicas: int, level: int = 3, lam: float | None = None,
-                    d: int | None = None):
-    """(d) The tail E[u_level]/n against n (95% CI), with fluid and refined (1/n) theory."""
-    n = data.n
-    fl = float(data.fluid)
-    fig, ax = plt.subplots(figsize=(6.4, 4.2))
-    ax.errorbar(n, data.tail, yerr=_t(replicas - 1) * data.tail_se, fmt="o", capsize=3,
-                label="simulation (from the fluid fixed point, 95% CI)")
-    nn = np.geomspace(n.min() / 1.5, n.max() * 10, 200)
-    ax.axhline(fl, color="k", ls="--", lw=1, label=f"fluid fixed point s_{level} = {fl:.2e}")
-    ax.plot(nn, fl + float(data.correction) / nn, color="tab:red",
-            label=f"refined mean field s_{level} + V_{level}/n (V_{level} = {float(data.correction):.1f})")
-    ax.set_xscale("log")
-    ax.set_yscale("log")
-    ax.set_xlabel("n (number of queues)")
-    ax.set_ylabel(f"fraction of queues with length >= {level}")
-    ttl = "Finite-n effect on the tail"
-    if lam is not None:
-        ttl += f" (lam = {lam}, d = {d})"
-    ax.set_title(ttl, fontsize=10)
+def finite_n_figure(result: MaxLengthResult):
+    """(d) The equilibrium tail E[u_3]/n against n at lam = 0.999, d = 100, as a multiple of the
+    fluid value: converged estimates (95% CI), the refined mean field of order 1/n and 1/n^2, the
+    independent measurement at n = 1e5, and the short run from the fluid point."""
+    fn = result.finite_n
+    lv = result.parameters["finite_n"]["level"]
+    fl = float(result.refined[0, 0])
+    fig, ax = plt.subplots(figsize=(6.6, 4.4))
+    y = fn.tail[:, lv] / fl
+    ax.errorbar(fn.n, y, yerr=[y - fn.tail_low[:, lv] / fl, fn.tail_high[:, lv] / fl - y], fmt="o", ms=6,
+                capsize=3, color="C3", label="estimate_equilibrium (from empty, 20 τ burn-in; 95% CI)")
+    ax.plot(fn.n, result.refined[:, 1] / fl, "^--", color="C0", label="refined mean field, order 1/n")
+    ax.plot(fn.n, result.refined[:, 2] / fl, "v--", color="C2", label="refined mean field, order 1/n²")
+    ax.axhline(1.0, color="k", lw=1, ls=":", label="fluid fixed point")
+    big = float(fn.n.max())
+    ax.fill_between([big / 1.3, big * 1.3], 25, 45, color="grey", alpha=0.3, label="independent codes (25-45x)")
+    sh = result.finite_n_short["tail"] / fl
+    ax.errorbar([big * 1.15], [sh.mean()], yerr=[1.96 * sh.std(ddof=1) / math.sqrt(sh.size)], fmt="x", color="k",
+                ms=8, capsize=3, label="4.4 τ from the fluid point (old protocol)")
+    ax.set(xscale="log", yscale="log", xlabel="n (queues)", ylabel="E[u_3]/n ÷ fluid s_3",
+           title=f"Finite-n tail at length 3 (lam = {float(fn.lam[0])}, d = {int(fn.d[0])})")
     ax.legend(fontsize=7)
     return fig
 
 
 def from_empty_figure(data: FromEmptyRun, n: int, d: int, lam: float):
-    """The run from empty: u_i/n against time, with the fluid ODE from empty and the fixed point."""
+    """(e) From empty to equilibrium: u_i/n against time in relaxation times, with the fluid ODE."""
     fig, ax = plt.subplots(figsize=(6.4, 4.0))
     L = data.sim.shape[1] - 1
     colors = plt.get_cmap("tab10")
+    tau = float(data.tau)
     for i in range(1, L + 1):
         if data.fixed_point[i] < 1e-6 and data.sim[:, i].max() < 1e-4:
             continue
-        ax.plot(data.t, data.sim[:, i], color=colors(i % 10), lw=1.2, label=f"sim u_{i}/n")
-        ax.plot(data.t, data.fluid[:, i], color=colors(i % 10), ls="--", lw=1)
+        ax.plot(data.t / tau, data.sim[:, i], color=colors(i % 10), lw=1.2, label=f"sim u_{i}/n")
+        ax.plot(data.t / tau, data.fluid[:, i], color=colors(i % 10), ls="--", lw=1)
     ax.plot([], [], "k--", lw=1, label="fluid ODE from empty")
-    ax.set_xlabel("time (mean service times)")
+    ax.set_xlabel(f"time in relaxation times τ = {tau:.1f} (mean service times)")
     ax.set_ylabel("fraction of queues with length >= i")
     ax.set_title(f"From empty to equilibrium (n = {n:g}, d = {d}, lam = {lam})", fontsize=10)
     ax.legend(fontsize=7, ncol=2)
@@ -187,19 +175,15 @@ def profile_view_figure(view: ProfileView, sim: InteractiveRun | None = None):
     fig, ax = plt.subplots(figsize=(6.0, 3.8))
     i = view.levels
     ax.bar(i - 0.2, view.fluid, width=0.4, alpha=0.6, label="fluid fixed point")
-    ax.bar(i + 0.2, view.refined, width=0.4, alpha=0.6, label=f"refined, n = {view.n:g}")
+    ax.bar(i + 0.2, view.refined, width=0.4, alpha=0.6, label=f"refined (1/n, 1/n²), n = {view.n:g}")
     ax.plot(i, view.asymptotic, "s", mfc="none", mec="tab:green", ms=9, label="asymptotic formulas")
     if sim is not None:
-        sm = sim.summary
-        m = min(len(sm.p), len(i))
-        ax.errorbar(i[:m], sm.p[:m], yerr=_t(int(sm.replicas) - 1) * np.nan_to_num(sm.p_se[:m]),
-                    fmt="ko", ms=4, capsize=3, label="simulation (95% CI)")
+        m = min(len(sim.p), len(i))
+        ax.errorbar(i[:m], sim.p[:m], yerr=1.96 * np.nan_to_num(sim.p_se[:m]), fmt="ko", ms=4, capsize=3,
+                    label=f"simulation ({sim.taus:.1f} τ after {sim.burn_taus:.1f} τ burn-in)")
     ax.axvline(view.k, color="grey", ls=":")
-    ax.set_yscale("log")
-    ax.set_ylim(1e-6, 1.5)
-    ax.set_xlabel("queue length i (customers)")
-    ax.set_ylabel("fraction of queues with length i")
-    ax.set_title(f"lam = {view.lam:.6g}, d = {view.d}: k = {view.k}, "
-                 f"fluid max at n: {view.fluid_max}, tau = {view.tau:.3g}", fontsize=9)
+    ax.set(yscale="log", ylim=(1e-6, 1.5), xlabel="queue length i", ylabel="fraction of queues with length i")
+    ax.set_title(f"lam = {view.lam:.6g}, d = {view.d}: k = {view.k}, fluid max at n: {view.fluid_max}, "
+                 f"τ = {view.tau:.3g}", fontsize=9)
     ax.legend(fontsize=7)
     return fig

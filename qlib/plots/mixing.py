@@ -1,18 +1,19 @@
 """Figures of notebook 02 (mixing time of the supermarket model).
 
-Time axes are in jump-chain steps; one unit of model time is (1 + lam) n steps.
-Error bars are 95% Student-t intervals over independent replicas.
+Time axes are in jump-chain steps (one unit of model time is (1 + lam) n steps) or in the
+units the claim is stated in; error bars are 95% Student-t intervals over independent replicas.
+Each ``*_figure`` takes the :class:`qlib.studies.mixing.MixingResult` (or a part of it).
 """
 
 from __future__ import annotations
-
-import math
 
 import matplotlib.pyplot as plt
 import numpy as np
 
 from qlib import stats
-from qlib.studies.mixing import DrainSweep, Exploration, GoodSetRun, MeetingSweep, StartsComparison
+from qlib.studies.mixing import Exploration, MixingResult, MeetingTimes, lower_time, reference_time
+from qlib.supermarket.refined import relaxation_time
+from qlib.supermarket.theory import steps_per_time
 
 STEPS = "jump-chain steps; 1 time unit = (1+λ)n steps"
 
@@ -22,118 +23,122 @@ def _mean_ci(T: np.ndarray):
     return est.mean, est.halfwidth()
 
 
-def meeting_vs_n_figure(a: MeetingSweep):
-    """(a) T_meet against n (log-log) with an n log n reference and the fitted exponent."""
-    ns, T = a.n.astype(float), a.T
-    m, h = _mean_ci(T)
-    fit = stats.fit_power_law(ns, T)
-    fig, (ax, bx) = plt.subplots(1, 2, figsize=(10, 4))
-    ax.errorbar(ns, m, yerr=h, fmt="o", capsize=3, label="E[T_meet] (95% CI)")
-    ref = ns * np.log(ns)
-    ax.plot(ns, ref * m[-1] / ref[-1], "k--", lw=1, label="∝ n ln n")
-    ax.plot(ns, fit.prefactor * ns ** fit.exponent, ":", label=f"fit n^{fit.exponent:.3f}")
-    ax.set(xscale="log", yscale="log", xlabel="n (queues)", ylabel=f"T_meet ({STEPS})",
-           title=f"(a) meeting time, d={int(a.d[0])}, λ={a.lam[0]}: exponent {fit}")
-    ax.title.set_fontsize(8)
-    ax.legend()
-    bx.errorbar(ns, m / ref, yerr=h / ref, fmt="o", capsize=3)
-    bx.set(xscale="log", xlabel="n (queues)", ylabel="T_meet / (n ln n)  (steps per n ln n)",
-           title="flat = n log n scaling", ylim=(0, None))
-    fig.tight_layout()
+def _ratios(m: MeetingTimes):
+    ref = np.array([reference_time(int(n), int(d), float(lam)) for n, d, lam in zip(m.n, m.d, m.lam)])
+    return m.T / ref[:, None], ref
+
+
+def upper_bounds_figure(result: MixingResult):
+    """(a) Along the paper's family: T_meet / (k d^(k-1) n ln n) against n from a good start (fluid
+    point vs a stationary sample) and from a bad start (all empty vs all at k+1), with the drain
+    term (1+lam) n/(1-lam) on the same scale; wrong models that never met are marked at their cap."""
+    fig, ax = plt.subplots(figsize=(6.8, 4.4))
+    for m, lab, c in ((result.good, "good start (fluid point vs stationary sample)", "C0"),
+                      (result.top, "bad start (all empty vs all at k+1)", "C1")):
+        r, _ = _ratios(m)
+        if np.all(np.isfinite(r)):
+            mean, h = _mean_ci(r)
+            ax.errorbar(m.n, mean, yerr=h, fmt="o-", color=c, capsize=3, label=lab)
+    g = result.top
+    drain = [(1 + lam) * n / (1 - lam) / reference_time(int(n), int(d), float(lam)) for n, d, lam in zip(g.n, g.d, g.lam)]
+    ax.plot(g.n, drain, "k:", label="drain term (1+λ)n/(1-λ), same scale")
+    for m, lab, mk in ((result.good_jsq2, "JSQ(2), good start", "v"), (result.uncoupled, "uncoupled chains", "x")):
+        r, ref = _ratios(m)
+        unmet = ~np.isfinite(r).all(axis=1)
+        cap = m.cap / ref
+        ax.scatter(m.n[unmet], cap[unmet], marker=mk, color="C3", s=50, zorder=4,
+                   label=f"{lab}: not met by the cap (shown at the cap)")
+    ax.set(xscale="log", yscale="log", xlabel="n (queues); λ = 1 - n^-0.75, d = floor(n^0.5)",
+           ylabel="T_meet / (k d^(k-1) n ln n)", title="(a) upper bounds along the paper's family")
+    ax.legend(fontsize=7)
     return fig
 
 
-def meeting_vs_d_k_figure(b: MeetingSweep, ks: MeetingSweep):
-    """(b) T_meet against d at fixed k, lam (top start and good start), then against k."""
-    ds = b.d.astype(float)
-    k = int(b.k[0])
-    fig, (ax, bx) = plt.subplots(1, 2, figsize=(10, 4))
-    for T, lab in ((b.T, "top start (all at k+1)"), (b.T_good, "good start (fluid vs stationary)")):
-        m, h = _mean_ci(T)
-        f = stats.fit_power_law(ds, T)
-        ax.errorbar(ds, m, yerr=h, fmt="o-", capsize=3, label=f"{lab}: exponent {f.exponent:.2f}")
-    mt, _ = _mean_ci(b.T)
-    ax.plot(ds, mt[0] * (ds / ds[0]) ** (k - 1), "k--", lw=1, label=f"∝ d^(k-1) = d^{k - 1}")
+def d_scaling_figure(result: MixingResult):
+    """(b) Good-start meeting time against d at fixed 1 - lam (k fixed): it grows like d^(k-1),
+    which 1/(1-lam) cannot explain; the same protocol with d held at its first value stays flat."""
+    m, f = result.d_sweep, result.d_fixed
+    fig, ax = plt.subplots(figsize=(6.4, 4.2))
+    d = m.d.astype(float)
+    mean, h = _mean_ci(m.T)
+    ax.errorbar(d, mean, yerr=h, fmt="o-", capsize=3, label="JSQ(d), good start (95% CI)")
+    if np.all(np.isfinite(f.T)):
+        mf, hf = _mean_ci(f.T)
+        ax.errorbar(d, mf, yerr=hf, fmt="s--", capsize=3, color="C3", label=f"d held at {int(f.d[0])} (wrong model)")
+    k = int(m.k[0])
+    ax.plot(d, mean[0] * (d / d[0]) ** (k - 1), "k:", label=f"∝ d^(k-1) = d^{k - 1}")
+    fit = stats.fit_power_law(d, m.T) if np.all(np.isfinite(m.T)) else None
     ax.set(xscale="log", yscale="log", xlabel="d (choices)", ylabel=f"T_meet ({STEPS})",
-           title=f"(b) fixed k={k}, λ={b.lam[0]}, n={int(b.n[0])}")
+           title=f"(b) fixed 1-λ = {1 - float(m.lam[0]):g}, n = {int(m.n[0])}, k = {k}"
+                 + (f": exponent {fit.exponent:.2f} [{fit.ci[0]:.2f}, {fit.ci[1]:.2f}]" if fit else ""))
     ax.title.set_fontsize(9)
     ax.legend(fontsize=7)
-    kk = ks.k.astype(float)
-    m, h = _mean_ci(ks.T)
-    n, d = float(ks.n[0]), float(ks.d[0])
-    bound = kk * d ** (kk - 1) * n * math.log(n)
-    drain = (1 + ks.lam) * n / (1 - ks.lam)
-    bx.errorbar(kk, m, yerr=h, fmt="o-", capsize=3, label="E[T_meet] (95% CI)")
-    bx.plot(kk, bound, "k--", lw=1, label="k d^(k-1) n ln n")
-    bx.plot(kk, drain, "g:", label="(1+λ)n/(1-λ): net drain of n customers")
-    bx.plot(kk, n * (ks.lam * d) ** (kk - 1), "r-.", lw=1, label="lower bound n(λd)^(k-1)")
-    bx.set(yscale="log", xlabel="k (λ = 1 - d^-(k-1/2), mid-window)", ylabel=f"T_meet ({STEPS})",
-           title=f"against k, d={int(d)}, n={int(n)}", xticks=kk)
-    bx.title.set_fontsize(9)
-    bx.legend(fontsize=7)
-    fig.tight_layout()
     return fig
 
 
-def drain_figure(c: DrainSweep):
-    """(c) Drain time from all queues at k+1 against the lower bound n(λd)^(k-1)."""
-    n, d, lam, k = c.n.astype(float), c.d, c.lam, c.k
-    m, h = _mean_ci(c.T)
-    lb = n * (lam * d) ** (k - 1)
-    fl = c.fluid_time * (1 + lam) * n
-    fig, (ax, bx) = plt.subplots(1, 2, figsize=(10, 4))
-    ax.errorbar(lb, m, yerr=h, fmt="o", capsize=3, label="measured T_drain (95% CI)")
-    ax.plot(lb, fl, "x", ms=8, label="fluid limit (1+λ)n·t_fluid")
-    lim = np.array([lb.min() / 2, max(m.max(), fl.max()) * 2])
-    ax.plot(lim, lim, "k--", lw=1, label="T = n(λd)^(k-1)")
-    ax.set(xscale="log", yscale="log", xlabel="n (λd)^(k-1)  (steps)", ylabel=f"T_drain ({STEPS})",
-           title="(c) drain from all queues at k+1 vs the lower bound")
-    ax.legend(fontsize=7)
-    same = (d == d[0]) & (lam == lam[0])
-    bx.errorbar(n[same], m[same] / ((1 + lam[same]) * n[same]), yerr=h[same] / ((1 + lam[same]) * n[same]),
-                fmt="o-", capsize=3, label="T_drain / ((1+λ)n)")
-    bx.axhline(c.fluid_time[same][0], color="k", ls="--", lw=1, label="fluid drain time")
-    bx.set(xscale="log", xlabel="n (queues)", ylabel="T_drain (model time units)",
-           title=f"order n: d={int(d[0])}, λ={lam[0]}", ylim=(0, None))
-    bx.legend(fontsize=7)
-    fig.tight_layout()
+def lower_bound_figure(result: MixingResult):
+    """(c) TV distance of the law of the number of customers from its stationary law, from the
+    fluid point (a good start) and from stationary samples, against t / (n (lam d)^(k-1))."""
+    lo = result.lower
+    thr = result.parameters["lower"]["threshold"]
+    fig, ax = plt.subplots(figsize=(6.6, 4.2))
+    for j in range(lo.n.size):
+        x = lo.times[j] / lower_time(int(lo.n[j]), int(lo.d[j]), float(lo.lam[j]))
+        ax.plot(x, lo.tv_good[j], "-", color=f"C{j}", label=f"n = {int(lo.n[j])}, from the fluid point")
+        ax.plot(x, lo.tv_stationary[j], ":", color=f"C{j}", label=f"n = {int(lo.n[j])}, from stationary samples")
+        ax.axhline(thr + float(lo.noise[j]), color=f"C{j}", lw=0.6, alpha=0.5)
+    ax.axvline(0.2, color="k", lw=1, ls="--", label="0.2 n (λd)^(k-1)")
+    ax.set(xscale="log", ylim=(0, 1.02), xlabel="t / (n (λd)^(k-1))",
+           ylabel="TV(law of the number of customers, stationary)",
+           title="(c) lower bound: a good start needs time n(λd)^(k-1) (thin lines: 1/4 + noise floor)")
+    ax.title.set_fontsize(9)
+    ax.legend(fontsize=6, ncol=2)
     return fig
 
 
-def starts_figure(res: StartsComparison, *, n: int, lam: float, title: str = "(d)"):
-    """(d) TV distance of u_k(t) from several starts, the coupling bound, and L1 distances."""
-    t = res.times
-    meet = res.T_meet
-    fig, (ax, bx) = plt.subplots(1, 2, figsize=(10, 4))
-    for s, lab in enumerate(res.labels):
-        ax.plot(t, res.tv[s], label=f"start: {lab}")
-    ax.axhline(float(res.noise), color="gray", ls=":", label="sampling noise floor")
-    ax.plot(t, [(meet > s).mean() for s in t], "k--", label="P(T_meet > t), bottom/top bound")
-    ax.set(xlabel=f"t ({STEPS})", ylabel="d_TV of law of u_k(t) vs equilibrium (binned)",
-           title=f"{title} good vs bad starts (n={n}, λ={lam})", ylim=(0, 1.02))
+def tail_figure(result: MixingResult):
+    """(d) P(T_meet > t) against t / median on a log scale: past the median it falls at least as
+    fast as the submultiplicative bound 2^(-t/m); uncoupled chains never meet."""
+    T = result.tail.T[0]
+    fig, ax = plt.subplots(figsize=(6.2, 4.0))
+    if np.all(np.isfinite(T)):
+        m = float(np.median(T))
+        t = np.sort(T) / m
+        surv = 1 - np.arange(1, t.size + 1) / t.size
+        ax.step(t, np.maximum(surv, 0.5 / t.size), where="post", label=f"bottom/top coupling, {T.size} replicas")
+        x = np.linspace(1, max(3.0, t.max()), 50)
+        ax.plot(x, 0.5 ** x, "k--", lw=1, label="submultiplicative bound P(T > m)^(t/m)")
+    Tu = result.tail_uncoupled.T[0]
+    ax.axhline(float(np.mean(~np.isfinite(Tu) | (Tu > 0))), color="C3", ls=":",
+               label="uncoupled chains: fraction not met by the cap")
+    ax.set(yscale="log", xlabel="t / median(T_meet)", ylabel="P(T_meet > t)",
+           title=f"(d) exponential decay past the mixing time (n = {int(result.tail.n[0])}, d = {int(result.tail.d[0])})")
+    ax.title.set_fontsize(9)
     ax.legend(fontsize=7)
-    for s, lab in enumerate(res.labels[1:], 1):
-        bx.plot(t, res.l1[s], label=f"{lab} vs {res.labels[0]}")
-    bx.set(xlabel=f"t ({STEPS})", ylabel="E Σ_i |u_i - u'_i| / n  (customers per queue)",
-           title="L1 distance between coupled chains", ylim=(0, None))
-    bx.legend(fontsize=7)
-    fig.tight_layout()
     return fig
 
 
-def good_set_figure(g: GoodSetRun, *, n: int, lam: float):
-    """(e) Fraction of time in the good set N^eps per window, from the fluid point."""
-    f = g.frac  # (eps, replicas, windows)
-    W = float(g.window_steps)
-    x = (np.arange(f.shape[2]) + 0.5) * W
-    fig, ax = plt.subplots(figsize=(6, 4))
-    for j, e in enumerate(g.eps):
-        est = stats.replica_mean(f[j], axis=0)
-        ax.errorbar(x, est.mean, yerr=est.halfwidth(), fmt="o-", ms=3, capsize=2, label=f"ε = {e:g}")
-    ax.set(xlabel=f"t ({STEPS})", ylabel="fraction of window in N^ε",
-           title=f"(e) staying near equilibrium (n={n}, λ={lam}); window {W:.3g} steps", ylim=(-0.02, 1.02))
+def good_set_figure(result: MixingResult):
+    """(e) Median first exit time from the good set N^eps, in relaxation times, against n; JSQ(2)
+    judged against JSQ(d)'s good set leaves at once."""
+    fig, ax = plt.subplots(figsize=(6.2, 4.0))
+    horizon = result.parameters["good_set"]["horizon_taus"]
+    for m, lab, c in ((result.exits, "JSQ(d) from the fluid point", "C0"),
+                      (result.exits_jsq2, "JSQ(2), judged against JSQ(d)'s good set", "C3")):
+        tau = np.array([relaxation_time(int(d), float(lam)) * steps_per_time(int(n), float(lam))
+                        for n, d, lam in zip(result.exits.n, result.exits.d, result.exits.lam)])
+        med = np.array([np.median(t) for t in m.T]) / tau
+        shown = np.where(np.isfinite(med), med, horizon)
+        ax.plot(m.n, shown, "o-", color=c, label=lab)
+        never = ~np.isfinite(med)
+        if never.any():
+            ax.scatter(m.n[never], shown[never], marker="^", s=80, color=c, zorder=4,
+                       label="more than half never left (at the horizon)")
+    ax.axhline(horizon, color="grey", ls=":", lw=1)
+    ax.set(xscale="log", yscale="log", xlabel="n (queues), the paper's family",
+           ylabel="median first exit time / τ",
+           title=f"(e) staying near equilibrium: N^ε, ε = {result.parameters['good_set']['eps']}")
     ax.legend(fontsize=7)
-    fig.tight_layout()
     return fig
 
 
@@ -147,3 +152,7 @@ def explore_figure(x: Exploration):
     bx.set(xlabel=f"t ({STEPS})", ylabel="E Σ_i |u_i - u'_i| / n", title="bottom vs top, L1 distance")
     fig.tight_layout()
     return fig
+
+
+__all__ = ["upper_bounds_figure", "d_scaling_figure", "lower_bound_figure", "tail_figure", "good_set_figure",
+           "explore_figure"]

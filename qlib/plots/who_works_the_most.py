@@ -8,7 +8,7 @@ from __future__ import annotations
 import matplotlib.pyplot as plt
 import numpy as np
 
-from qlib.studies.who_works_the_most import Profile, profile
+from qlib.studies.who_works_the_most import FAMILIES, ClaimsGrid, Profile, profile
 from qlib.heterogeneous.simulate import SimulationResult
 
 
@@ -96,8 +96,33 @@ def explorer_figure(n: int, spread: float, rho: float, sim: SimulationResult | N
         axes[2].set(xlabel="server (fastest first)", ylabel="P_j", title="informed vs uninformed")
         axes[2].legend(fontsize=8)
     else:
-        axes[2].text(0.5, 0.5, f"informed policy: exact solve only for n <= 10", ha="center",
+        axes[2].text(0.5, 0.5, "informed policy: exact solve only for n <= 10", ha="center",
                      transform=axes[2].transAxes)
         axes[2].set_axis_off()
+    fig.tight_layout()
+    return fig
+
+
+def grid_figure(grid: ClaimsGrid):
+    """The exact claims over the grid: for each rate family, the smallest relative margin of each
+    claim over the adjacent pairs of a point, against the load, one line per n (all > 0: the
+    claims hold; log scale, so a violation would fall off the bottom)."""
+    fig, axes = plt.subplots(1, 3, figsize=(13, 3.8), sharey=True)
+    ns = sorted(set(int(n) for n in grid.n))
+    cmap = plt.get_cmap("viridis")
+    for f, ax in enumerate(axes):
+        sel_f = grid.family == f
+        for i, n in enumerate(ns):
+            sel = sel_f & (grid.n == n)
+            if not sel.any():
+                continue
+            m = np.minimum(np.minimum(grid.min_rel1[sel], grid.min_rel2[sel]), grid.min_rel3[sel])
+            ax.plot(grid.rho[sel], m, "o-", ms=3, color=cmap(i / max(1, len(ns) - 1)), label=f"n = {n}")
+        ax.set(xscale="log", yscale="log", xlabel="load rho = lam / sum(mu)", title=f"rates: {FAMILIES[f]}")
+    axes[0].set_ylabel("smallest relative margin of claims 1-3")
+    axes[-1].legend(fontsize=6, ncol=2)
+    fig.suptitle(f"Cabral's claims, exactly: {int(grid.pairs.sum())} adjacent pairs at {grid.n.size} points, "
+                 f"{int(grid.violations1.sum() + grid.violations2.sum() + grid.violations3.sum())} violations",
+                 fontsize=10)
     fig.tight_layout()
     return fig

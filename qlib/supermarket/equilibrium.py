@@ -20,6 +20,12 @@ and the stationary law of the longest queue, as a referee would want them measur
 - **Sequential.** Batches are added until the 95% CI half-width of E[u_level]/n is at most
   ``rel_error`` times the estimate, or ``max_steps`` steps per replica are spent; each round
   continues the chains exactly (``simulate(..., initial=previous_result)``).
+
+Limits, stated: tau is the relaxation time of the fluid ODE (the n -> oo chain). At small n the
+chain can relax more slowly (JSQ(n) at n = 3 behaves like an M/M/3 queue), so batches of 20 tau
+may then be too short; ``batch_lag1`` is the check. Student-t intervals need many visits: for a
+level whose stationary mass is below ~1e-3 x (batches) the batch means are mostly 0 and the
+interval can be too narrow; read such levels as "rarely visited", not as estimated.
 """
 
 from __future__ import annotations
@@ -49,6 +55,8 @@ class EquilibriumEstimate:
 
     - ``tail_fraction[i]``: estimate of the stationary E[u_i]/n (fraction of queues with
       length >= i), with its 95% confidence interval ``ci_low[i]``, ``ci_high[i]``;
+    - ``queue_length_distribution[i]``: estimate of the fraction of queues with length exactly i,
+      with ``length_ci_low``, ``length_ci_high`` (from the batch means of u_i/n - u_{i+1}/n);
     - ``max_length_distribution[i]``: estimate of P(longest queue = i), with ``max_ci_low``,
       ``max_ci_high``;
     - ``level``: the level whose relative precision decided when to stop; ``converged``: the
@@ -68,6 +76,9 @@ class EquilibriumEstimate:
     tail_fraction: np.ndarray
     ci_low: np.ndarray
     ci_high: np.ndarray
+    queue_length_distribution: np.ndarray
+    length_ci_low: np.ndarray
+    length_ci_high: np.ndarray
     max_length_distribution: np.ndarray
     max_ci_low: np.ndarray
     max_ci_high: np.ndarray
@@ -145,7 +156,7 @@ def _lag1(x: np.ndarray) -> float:
 def estimate_equilibrium(n: int, d: int, lam: float, *, rel_error: float = 0.1,
                          level: int | None = None, max_steps: int | None = None, seed: int = 0,
                          replacement: bool = True, replicas: int = 8, burn_in: str = "auto",
-                         batch_taus: float = BATCH_TAUS, min_batches: int = 2,
+                         batch_taus: float = BATCH_TAUS, min_batches: int = 2, batches: int | None = None,
                          progress: bool | None = None) -> EquilibriumEstimate:
     """Estimate the stationary E[u_i]/n and the law of the longest queue of the supermarket model.
 
@@ -155,23 +166,30 @@ def estimate_equilibrium(n: int, d: int, lam: float, *, rel_error: float = 0.1,
     a burn-in shorter than 20 tau, else 20 tau), then adds batches of ``batch_taus`` tau until
     the 95% CI half-width of E[u_level]/n is <= ``rel_error`` x the estimate (``level``
     default: :func:`default_level`) with at least ``min_batches`` batches per replica, or
-    ``max_steps`` measured steps per replica (default: 200 batches) are spent. The same
+    ``max_steps`` measured steps per replica (default: 200 batches) are spent; with ``batches``
+    it runs exactly that many batches instead. The same
     ``seed`` gives the same numbers. Returns an :class:`EquilibriumEstimate`.
     """
     return estimate_equilibrium_many([(n, d, lam)], rel_error=rel_error, level=level,
                                      max_steps=max_steps, seeds=[seed], replacement=replacement,
                                      replicas=replicas, burn_in=burn_in, batch_taus=batch_taus,
-                                     min_batches=min_batches, progress=progress)[0]
+                                     min_batches=min_batches, batches=batches, progress=progress)[0]
 
 
 def estimate_equilibrium_many(points: Sequence[tuple[int, int, float]], *, rel_error: float = 0.1,
                               level: int | Sequence[int] | None = None, max_steps: int | None = None,
                               seeds: Sequence[int] | None = None, replacement: bool = True,
                               replicas: int = 8, burn_in: str = "auto", batch_taus: float = BATCH_TAUS,
-                              min_batches: int = 2, progress: bool | None = None) -> list[EquilibriumEstimate]:
+                              min_batches: int = 2, batches: int | None = None,
+                              tau: float | Sequence[float] | None = None,
+                              progress: bool | None = None) -> list[EquilibriumEstimate]:
     """:func:`estimate_equilibrium` at several (n, d, lam) points at once: each round runs every
     unconverged point as lanes of one kernel (:func:`qlib.supermarket.simulate_many`). Point p
-    with seed ``seeds[p]`` (default p) gives exactly the numbers of the single-point call."""
+    with seed ``seeds[p]`` (default p) gives exactly the numbers of the single-point call.
+    ``batches``: run exactly that many batches per replica instead of stopping sequentially.
+    ``tau``: the relaxation time(s) that size burn-in and batches (default: each point's own,
+    :func:`qlib.supermarket.relaxation_time`); a deliberately wrong model is run with the right
+    model's tau, so that it gets the same number of steps."""
     pts = [check_parameters(n, d, lam, replacement)[:3] for n, d, lam in points]
     P = len(pts)
     if P < 1:
@@ -191,10 +209,22 @@ def estimate_equilibrium_many(points: Sequence[tuple[int, int, float]], *, rel_e
         if len(levels) != P:
             raise ValueError(f"level must be an int or one per point ({P}); got {len(levels)}")
 
-    tau = [relaxation_time(d, lam) for _, d, lam in pts]
+    if tau is None:
+        tau = [relaxation_time(d, lam) for _, d, lam in pts]
+    elif isinstance(tau, (int, float, np.integer, np.floating)):
+        tau = [V.real("tau", tau, low=0.0)] * P
+    else:
+        tau = [V.real("tau", t, low=0.0) for t in tau]
+        if len(tau) != P:
+            raise ValueError(f"tau must be one value or one per point ({P}); got {len(tau)}")
     per_tau = [steps_per_time(n, lam) * t for (n, _, lam), t in zip(pts, tau)]
     batch = [max(1, int(math.ceil(batch_taus * s))) for s in per_tau]
-    cap = [200 * b if max_steps is None else V.integer("max_steps", max_steps, low=1) for b in batch]
+    if batches is not None:
+        batches = V.integer("batches", batches, low=1)
+        min_batches = batches
+        cap = [batches * b for b in batch]
+    else:
+        cap = [200 * b if max_steps is None else V.integer("max_steps", max_steps, low=1) for b in batch]
     for c, (n, d, lam) in zip(cap, pts):
         V.work("max_steps", float(c) * replicas * P)
     if progress is None:
@@ -243,7 +273,7 @@ def estimate_equilibrium_many(points: Sequence[tuple[int, int, float]], *, rel_e
                                     seeds=[seeds[p] for p in grp], batches=m,
                                     burn_in=[burn[p] if results[p] is None else 0 for p in grp],
                                     initial=[results[p] if results[p] is not None else "empty" for p in grp],
-                                    replacement=replacement)
+                                    replacement=replacement, progress=False)
                 for p, r in zip(grp, out):
                     results[p] = r
                     tails[p].append(r.batch_tail_fraction)
@@ -264,12 +294,13 @@ def estimate_equilibrium_many(points: Sequence[tuple[int, int, float]], *, rel_e
 
     out_est = []
     for p, (n, d, lam) in enumerate(pts):
-        mean, half, factor, mmean, mhalf, lag1 = est[p]
+        mean, half, factor, mmean, mhalf, lag1, pmean, phalf = est[p]
         lv = min(levels[p], mean.size - 1)
         rel = float(half[lv] / mean[lv]) if mean[lv] > 0 else float("inf")
         out_est.append(EquilibriumEstimate(
             n=n, d=d, lam=lam, replacement=replacement, tail_fraction=mean, ci_low=mean - half,
-            ci_high=mean + half, max_length_distribution=mmean, max_ci_low=np.clip(mmean - mhalf, 0, 1),
+            ci_high=mean + half, queue_length_distribution=pmean, length_ci_low=pmean - phalf,
+            length_ci_high=pmean + phalf, max_length_distribution=mmean, max_ci_low=np.clip(mmean - mhalf, 0, 1),
             max_ci_high=np.clip(mmean + mhalf, 0, 1), level=levels[p], rel_error=rel_error,
             relative_halfwidth=rel, converged=bool(rel <= rel_error), relaxation_time=tau[p],
             relaxation_times=nb[p] * batch[p] / per_tau[p], burn_in=burn[p], burn_in_method=method[p],
@@ -286,10 +317,12 @@ def _summarise(tails: list[np.ndarray], maxes: list[tuple[int, np.ndarray]], lam
     R, B = T.shape[:2]
     flat = T.reshape(R * B, L1)
     mean, half, factor = _pooled(flat, flat[:, 1], lam)
+    pflat = flat - np.concatenate([flat[:, 1:], np.zeros((flat.shape[0], 1))], axis=1)
+    pmean, phalf, _ = _pooled(pflat, flat[:, 1], lam)
     w = np.array([s for s, _ in maxes], dtype=float)
     M = sum(wi * _pad(m, L1) for wi, (_, m) in zip(w, maxes)) / w.sum()  # (replicas, L+1)
     est = stats.replica_mean(M)
-    return mean, half, factor, est.mean, est.halfwidth(), _lag1(T[:, :, level])
+    return mean, half, factor, est.mean, est.halfwidth(), _lag1(T[:, :, level]), pmean, phalf
 
 
 __all__ = ["EquilibriumEstimate", "estimate_equilibrium", "estimate_equilibrium_many", "default_level"]
