@@ -18,7 +18,6 @@ running is killed and the test fails with their output. No child outlives the te
 
 from __future__ import annotations
 
-import os
 import socket
 import subprocess
 import sys
@@ -64,6 +63,7 @@ many = sm.simulate_many([(40, 3, 0.9), (25, 2, 0.8), (60, 5, 0.95)], steps=[3000
                         levels=2)
 for j, r in enumerate(many):
     out.update({f"many{j}.{f}": getattr(r, f) for f in FIELDS + ("trajectory",)})
+assert max(int(r.max_length.max()) for r in many) > 2  # the grid's level cap grew too
 for j, T in enumerate(sm.meeting_times_many([(30, 3, 0.9), (20, 2, 0.7)], replicas=3, seeds=[seed, seed + 1],
                                             top_length=[4, 3], max_steps=3000)):
     out[f"meet{j}"] = T
@@ -81,6 +81,11 @@ np.savez(sys.argv[1], **{k: np.asarray(v) for k, v in out.items() if v is not No
 '''
 
 
+# what jax.distributed.initialize would otherwise pick up from the environment
+_JOB_ENV = ("SLURM_", "OMPI_", "PMI_", "JAX_COORDINATOR", "JAX_LOCAL_DEVICE_IDS", "QLIB_NUM_PROCESSES",
+            "QLIB_PROCESS_ID")
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -90,22 +95,25 @@ def _free_port() -> int:
 class _Job:
     """``processes`` children of CHILD (joined by jax.distributed when more than one)."""
 
-    def __init__(self, tmp: Path, name: str, processes: int, env_of: dict[int, dict[str, str]] | None = None):
+    def __init__(self, tmp: Path, name: str, processes: int, env_of: dict[int, dict[str, str]] | None = None,
+                 argv: list[str] | None = None):
         script = tmp / "child.py"
-        if not script.exists():
+        if argv is None and not script.exists():
             script.write_text(textwrap.dedent(CHILD))
         self.name, self.paths, self.procs, self.logs = name, [], [], []
         port = _free_port()
         for i in range(processes):
             env = child_env(1)  # one CPU device per process
+            for k in [k for k in env if k.startswith(_JOB_ENV)]:
+                del env[k]  # a test run inside a batch job must not join that job
             if processes > 1:
                 env.update(QLIB_TEST_PROCESSES=str(processes), QLIB_TEST_PORT=str(port),
                            QLIB_NUM_PROCESSES=str(processes), QLIB_PROCESS_ID=str(i))
             env.update((env_of or {}).get(i, {}))
             self.paths.append(tmp / f"{name}_{i}.npz")
             self.logs.append(open(tmp / f"{name}_{i}.log", "w+"))
-            self.procs.append(subprocess.Popen([sys.executable, str(script), str(self.paths[-1])], env=env,
-                                               stdout=self.logs[-1], stderr=subprocess.STDOUT))
+            cmd = [sys.executable] + (argv or [str(script), str(self.paths[-1])])
+            self.procs.append(subprocess.Popen(cmd, env=env, stdout=self.logs[-1], stderr=subprocess.STDOUT))
 
     def failed(self) -> bool:
         return any(p.poll() not in (None, 0) for p in self.procs)
@@ -135,17 +143,19 @@ class _Job:
         return out, "\n".join(text)
 
 
-def _run_jobs(tmp: Path, specs: dict[str, tuple[int, dict]]) -> dict[str, tuple[list, str]]:
-    """Run the jobs ``name: (processes, env per process id)`` at once, under DEADLINE_S; a job
-    with a failed child is killed at once (its other processes would wait for it forever)."""
+def _run_jobs(tmp: Path, specs: dict[str, tuple], deadline_s: float = DEADLINE_S,
+              kill_on_failure: bool = True) -> dict[str, tuple[list, str]]:
+    """Run the jobs ``name: (processes, env per process id[, argv])`` at once, under the
+    deadline; a job with a failed child is killed at once (its other processes would wait for
+    it forever)."""
     jobs: list[_Job] = []
     try:
-        for name, (processes, env_of) in specs.items():
-            jobs.append(_Job(tmp, name, processes, env_of))
-        deadline = time.monotonic() + DEADLINE_S
+        for name, spec in specs.items():
+            jobs.append(_Job(tmp, name, *spec))
+        deadline = time.monotonic() + deadline_s
         while any(j.running() for j in jobs) and time.monotonic() < deadline:
             for j in jobs:
-                if j.failed():
+                if kill_on_failure and j.failed():
                     j.kill()
             time.sleep(0.1)
     finally:
@@ -182,7 +192,7 @@ def test_two_processes_give_the_numbers_of_one(runs):
         assert r.keys() == one.keys(), f"process {i}: {sorted(r.keys() ^ one.keys())}"
         diff = _differences(one, r)
         assert not diff, f"process {i} of 2 differs from one process in {diff}"
-    # the comparison is not trivial: replicas are different streams, some pairs meet, not all
+    # the comparison is not trivial: replicas are different streams, and pairs do meet
     assert not np.array_equal(one["R4.tail_fraction"][0], one["R4.tail_fraction"][1])
     assert np.isfinite(one["meet0"]).any() and np.isfinite(one["meet1"]).any()
 
@@ -196,3 +206,28 @@ def test_a_process_computing_other_numbers_is_caught(runs):
     caught = [r is None or bool(_differences(one, r)) for r in both]
     assert all(caught), "a perturbed process went unnoticed:\n" + log2
     assert any(r is not None for r in both), "the perturbed job failed instead of running:\n" + log2
+
+
+def test_the_command_line_joins_the_job(tmp_path: Path):
+    """``python -m qlib.distributed ARGS`` joins through QLIB_NUM_PROCESSES / QLIB_PROCESS_ID /
+    JAX_COORDINATOR_ADDRESS, then runs ``python -m qlib ARGS`` in every process (here a bad
+    --scale: exit status 2 with the CLI's one-line message, in both processes)."""
+    port = _free_port()
+    env_of = {i: {"JAX_COORDINATOR_ADDRESS": f"127.0.0.1:{port}"} for i in (0, 1)}
+    job = _run_jobs(tmp_path, {"cli": (2, env_of, ["-m", "qlib.distributed", "reproduce", "--scale", "0"])},
+                    deadline_s=120, kill_on_failure=False)
+    procs, log = job["cli"]
+    for i in (0, 1):
+        assert f"cli, process {i}: exit 2" in log and "--scale must be a finite number > 0" in log, log
+
+
+def test_bad_process_parameters_raise_before_jax(monkeypatch):
+    import qlib.distributed as qd
+
+    with pytest.raises(ValueError, match="process_id must be an integer in \\[0, 1\\]"):
+        qd.initialize("127.0.0.1:1", num_processes=2, process_id=2)
+    with pytest.raises(ValueError, match="num_processes"):
+        qd.initialize("127.0.0.1:1", num_processes=0, process_id=0)
+    monkeypatch.setenv(qd.NUM_PROCESSES_ENV, "two")
+    with pytest.raises(ValueError, match="QLIB_NUM_PROCESSES must be an integer"):
+        qd.initialize("127.0.0.1:1")

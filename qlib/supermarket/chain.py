@@ -531,6 +531,10 @@ class ChainDriver:
     pass it, the cap grows and the chunk is rerun from its saved start, so nothing is ever
     truncated) and the progress bar. ``u0`` has shape (chains, levels+1, lanes), ``rng0`` and
     the :class:`LaneParams` arrays shape (lanes,); lanes are in the caller's order.
+
+    With several processes (:mod:`qlib.distributed`) every process builds the same driver and
+    places only its own devices' lanes; what it returns is gathered from all of them, and its
+    decisions (rerun with more levels? all met?) come from global values, the same everywhere.
     """
 
     def __init__(self, u0: np.ndarray, rng0: np.ndarray, params: LaneParams, *, replacement: bool,
