@@ -4,6 +4,15 @@ Lane counts are padded up to a multiple of the device count; padding lanes are i
 never step) and are dropped at the end. Because each replica's stream depends only on
 (seed, replica index), results are identical on 1 or many devices. On CPU, ``import qlib``
 asks XLA for one host device per core.
+
+Several processes (``jax.distributed.initialize``, see :mod:`qlib.distributed`): the devices
+are the *global* devices of every process, and the same code runs on every process (SPMD).
+Every process builds the same host arrays (inputs are determined by the parameters and the
+seed); :func:`put` makes a global array of which each process places only the shards of its
+own devices (``jax.make_array_from_callback``), and :func:`gather` brings a global array back
+to every process in full (``process_allgather``). Host-side decisions taken from gathered
+arrays are therefore the same on every process, so the processes take the same branches and
+issue the same collectives in the same order. In one process both are plain transfers.
 """
 
 from __future__ import annotations
@@ -11,6 +20,7 @@ from __future__ import annotations
 import functools
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
@@ -18,14 +28,34 @@ AXIS = "replicas"
 
 
 def device_count() -> int:
-    """Number of devices lanes are split over (all of ``jax.devices()``)."""
+    """Number of devices lanes are split over (all of ``jax.devices()``, every process's)."""
     return len(jax.devices())
+
+
+def process_count() -> int:
+    """Number of JAX processes in this job (1 unless ``jax.distributed`` joined several)."""
+    return jax.process_count()
+
+
+def is_main_process() -> bool:
+    """True on process 0 (the one that shows progress bars); always True in one process."""
+    return jax.process_index() == 0
 
 
 def padded(replicas: int) -> int:
     """``replicas`` rounded up to a multiple of the device count."""
     d = device_count()
     return -(-replicas // d) * d
+
+
+def lane_devices(lanes: int) -> tuple:
+    """The devices ``lanes`` lanes are split over: in one process the first min(lanes, D) (no
+    device holds only padding); with several processes all global devices, because every
+    process must take part in each computation (its devices may then hold only padding)."""
+    devs = jax.devices()
+    if process_count() > 1:
+        return tuple(devs)
+    return tuple(devs[: max(1, min(len(devs), lanes))])
 
 
 @functools.lru_cache(maxsize=None)
@@ -50,9 +80,41 @@ def replica_sharding(ndim: int, axis: int = -1, devices: tuple | None = None) ->
     return NamedSharding(mesh(devices), P(*spec))
 
 
-def put(x, axis: int = -1):
-    """Place ``x`` with its replica axis split over all devices."""
-    return jax.device_put(x, replica_sharding(np.ndim(x), axis))
+def put(x, axis: int = -1, devices: tuple | None = None) -> jax.Array:
+    """Place ``x`` with dimension ``axis`` split over ``devices`` (default all, every process's).
+
+    A host array (the same on every process) becomes a global array of which each process
+    fills only its own devices' shards (``jax.make_array_from_callback``); a ``jax.Array``
+    already on these devices is resharded (``jax.device_put``). Call inside
+    ``jax.enable_x64(True)`` for 64-bit dtypes.
+    """
+    sharding = replica_sharding(np.ndim(x), axis, devices)
+    if isinstance(x, jax.Array):
+        return jax.device_put(x, sharding)
+    host = np.asarray(x)
+    return jax.make_array_from_callback(host.shape, sharding, lambda index: host[index])
+
+
+def gather(x) -> np.ndarray:
+    """The whole of ``x`` as a host array, on every process.
+
+    A global array split over several processes is all-gathered (every process must call
+    this, in the same order); one held in full by this process (one process, or a replicated
+    result) is simply copied. Anything else goes through ``np.asarray``.
+    """
+    if not isinstance(x, jax.Array) or x.is_fully_addressable:
+        return np.asarray(x)
+    if x.is_fully_replicated:
+        return np.asarray(x.addressable_data(0))
+    from jax.experimental import multihost_utils
+
+    return np.asarray(multihost_utils.process_allgather(x, tiled=True))
+
+
+def any_true(x) -> bool:
+    """Whether any element of the (global) bool array ``x`` is True: one reduction over every
+    device, whose replicated result every process reads, so all take the same branch."""
+    return bool(gather(jnp.any(x)))
 
 
 def interleave(lanes: int, devices: int | None = None) -> np.ndarray:

@@ -584,26 +584,26 @@ def _to_kernel(state: ChainState, perm: np.ndarray, R: int, use_bits: bool):
                 p = order[:, j]
                 fifo |= np.where(p >= 0, np.uint64(j) << (np.uint64(4) * np.maximum(p, 0).astype(np.uint64)),
                                  np.uint64(0))
-        chain = _BitsChain(jnp.asarray(rng), jnp.asarray(mask), jnp.asarray(queue, jnp.int32),
-                           jnp.asarray(fifo))
+        chain = _BitsChain(rng, mask, np.asarray(queue, np.int32), fifo)
     else:
         stamp = np.zeros((R, n), np.int32) if order is None else (np.where(order >= 0, order, n) - n).astype(np.int32)
-        chain = _ArrayChain(jnp.asarray(rng), jnp.asarray(busy.T), jnp.asarray(queue, jnp.int32),
-                            jnp.asarray(stamp.T))
+        chain = _ArrayChain(rng, busy.T, np.asarray(queue, np.int32), stamp.T)
+    # host arrays -> global arrays: each process places only its own devices' replicas
     return type(chain)(*(_sharding.put(x, -1) for x in chain))
 
 
 def _from_kernel(chain, perm: np.ndarray, replicas: int, n: int, policy: str) -> ChainState:
     """Kernel chain -> canonical host state of the first ``replicas`` replicas, input order."""
     inv = np.argsort(perm)
-    rng = np.asarray(chain.rng)[:replicas].copy()
-    queue = np.asarray(chain.queue)[:replicas].astype(np.int64)
+    host = _sharding.gather  # the whole array on every process (all processes call it together)
+    rng = host(chain.rng)[:replicas].copy()
+    queue = host(chain.queue)[:replicas].astype(np.int64)
     order = None
     if isinstance(chain, _BitsChain):
-        mask = np.ascontiguousarray(np.asarray(chain.mask)[:, :replicas].T).astype("<u8")
+        mask = np.ascontiguousarray(host(chain.mask)[:, :replicas].T).astype("<u8")
         busy = np.unpackbits(mask.view(np.uint8), axis=1, bitorder="little")[:, :n].astype(bool)
         if policy == "longest_idle":
-            fifo = np.asarray(chain.fifo)[:replicas]
+            fifo = host(chain.fifo)[:replicas]
             k = (~busy).sum(axis=1)
             order = np.full((replicas, n), -1, np.int64)
             for p in range(n):
@@ -611,9 +611,9 @@ def _from_kernel(chain, perm: np.ndarray, replicas: int, n: int, policy: str) ->
                 live = p < k
                 order[np.nonzero(live)[0], j[live]] = p
     else:
-        busy = np.asarray(chain.busy)[:, :replicas].T.copy()
+        busy = host(chain.busy)[:, :replicas].T.copy()
         if policy == "longest_idle":
-            stamp = np.asarray(chain.stamp)[:, :replicas].T  # ranks - n, idle servers first
+            stamp = host(chain.stamp)[:, :replicas].T  # ranks - n, idle servers first
             order = np.where(busy, -1, stamp.astype(np.int64) + n)
     return ChainState(rng, busy[:, inv], queue, None if order is None else order[:, inv])
 
@@ -642,7 +642,8 @@ def _drive(run_chunk: Callable, chain, totals: _Totals, *, burn_in: int, steps: 
     nothing in the results. ``run_chunk(chain, totals, nsteps, record)`` advances every replica."""
     n, R = totals.busy.shape
     plan = _plan(burn_in, steps, _chunk_length(R, n) if chunk is None else chunk)
-    with progress_bar((burn_in + steps) * replicas, show=progress, desc="heterogeneous") as bar:
+    with progress_bar((burn_in + steps) * replicas, show=progress and _sharding.is_main_process(),
+                      desc="heterogeneous") as bar:
         for nsteps, record in plan:
             chain, totals = run_chunk(chain, totals, jnp.int32(nsteps), jnp.int32(record))
             if progress:
@@ -734,7 +735,7 @@ def simulate(lam: float, mus: ArrayLike, *, steps: int, replicas: int | None = N
     Lambda = lam_f + math.fsum(m)
     with jax.enable_x64(True):
         chain = _to_kernel(start, perm, R, use_bits)
-        totals = _Totals(*(_sharding.put(jnp.zeros(s, jnp.int64), -1) for s in ((n, R), (n, R), (R,), (R,), (R,))))
+        totals = _Totals(*(_sharding.put(np.zeros(s, np.int64), -1) for s in ((n, R), (n, R), (R,), (R,), (R,))))
         cuts_d = jnp.asarray(np.array(cuts, dtype=np.uint64))
         if use_bits:
             run = partial(_bits_chunk, cuts=cuts_d, rule=_RULE[policy], n=n)
@@ -742,7 +743,7 @@ def simulate(lam: float, mus: ArrayLike, *, steps: int, replicas: int | None = N
             run = partial(_array_chunk, cuts=cuts_d, rule=_RULE[policy])
         chain, totals = _drive(lambda c, t, s, r: run(c, t, nsteps=s, record=r), chain, totals,
                                burn_in=burn_in, steps=steps, chunk=chunk, replicas=replicas, progress=progress)
-        tot_busy, tot_done, tot_q, tot_arr, tot_wait = (np.asarray(t)[..., :replicas] for t in totals)
+        tot_busy, tot_done, tot_q, tot_arr, tot_wait = (_sharding.gather(t)[..., :replicas] for t in totals)
         state = _from_kernel(chain, perm, replicas, n, policy)
 
     inv = np.argsort(perm)

@@ -531,6 +531,10 @@ class ChainDriver:
     pass it, the cap grows and the chunk is rerun from its saved start, so nothing is ever
     truncated) and the progress bar. ``u0`` has shape (chains, levels+1, lanes), ``rng0`` and
     the :class:`LaneParams` arrays shape (lanes,); lanes are in the caller's order.
+
+    With several processes (:mod:`qlib.distributed`) every process builds the same driver and
+    places only its own devices' lanes; what it returns is gathered from all of them, and its
+    decisions (rerun with more levels? all met?) come from global values, the same everywhere.
     """
 
     def __init__(self, u0: np.ndarray, rng0: np.ndarray, params: LaneParams, *, replacement: bool,
@@ -543,8 +547,8 @@ class ChainDriver:
         # arrays) lets every growth be checked against the memory available first
         self.max_levels = None if max_levels is None else max(int(max_levels), self.levels)
         self.bytes_per_level = float(bytes_per_level)
-        # no device holds only padding: a single chain runs on one device, not beside an idle one
-        self.devices = tuple(jax.devices()[: max(1, min(_sharding.device_count(), lanes))])
+        # no device holds only padding (in one process): a single chain runs on one device
+        self.devices = _sharding.lane_devices(lanes)
         D = len(self.devices)
         W = -(-max(lanes, 1) // D) * D
         self.width = W
@@ -566,7 +570,7 @@ class ChainDriver:
             self.state = ChainState(self._put(rng), self._put(u), self._put(np.zeros(W, bool)))
         self.seen = np.zeros((self.levels + 1, W), bool)
         self.seen |= np.any(u > 0, axis=0)
-        self.bar = progress_bar(total, show=progress, desc=desc)
+        self.bar = progress_bar(total, show=progress and _sharding.is_main_process(), desc=desc)
         self.t = 0
 
     # -- helpers
@@ -577,8 +581,9 @@ class ChainDriver:
         sums or flags (int64 + int32), and their host copies."""
         return float(lanes) * (4 * chains + 12 + 12)
 
-    def _put(self, a: np.ndarray):
-        return jax.device_put(a, _sharding.replica_sharding(a.ndim, devices=self.devices))
+    def _put(self, a):
+        # a global array: each process fills only its own devices' lanes (see qlib._sharding)
+        return _sharding.put(a, devices=self.devices)
 
     def mask(self, lane_mask: np.ndarray | None) -> np.ndarray:
         """A per-logical-lane bool mask -> physical, padding lanes False (None: all real lanes)."""
@@ -588,9 +593,10 @@ class ChainDriver:
         out[self.pos[:self.lanes]] = lane_mask
         return out
 
-    def lanes_of(self, a: np.ndarray) -> np.ndarray:
-        """Physical last axis -> logical lanes (padding dropped)."""
-        return a[..., self.pos[:self.lanes]]
+    def lanes_of(self, a) -> np.ndarray:
+        """Physical last axis -> logical lanes (padding dropped), as a host array; a device
+        array is gathered first (from every process: all must call this together)."""
+        return _sharding.gather(a)[..., self.pos[:self.lanes]]
 
     def meeting_state(self, D0: np.ndarray, T0: np.ndarray) -> tuple:
         """The (D, T) observer of meeting times on the devices, from per-logical-lane int arrays
@@ -613,7 +619,7 @@ class ChainDriver:
                      "over all replicas and buffers")
         with jax.enable_x64(True):
             u = jnp.pad(self.state.u, ((0, 0), (0, L - self.levels), (0, 0)))
-            self.state = ChainState(self.state.rng, self._put(u), jnp.zeros_like(self.state.overflow))
+            self.state = ChainState(self.state.rng, self._put(u), self._put(np.zeros(self.width, bool)))
         self.seen = pad_levels(self.seen, L + 1)
         self.levels = L
 
@@ -681,7 +687,7 @@ class ChainDriver:
                     else:
                         obs = meet
                     state, obs_out, us = self._call(obs, act, self.t, m, observe, nf)
-                if not bool(jnp.any(state.overflow)):
+                if not _sharding.any_true(state.overflow):  # one global reduction: every process agrees
                     break
                 self._grow()  # an arrival would pass the cap: more levels, rerun the chunk
                 if observe == "sums":
@@ -689,18 +695,19 @@ class ChainDriver:
                 out["frames"] = [pad_levels(f, self.levels + 1, axis=1) for f in out["frames"]]
             self.state = state
             if observe == "sums":
-                su, sb = (np.asarray(a) for a in obs_out)
+                su, sb = (_sharding.gather(a) for a in obs_out)
                 sum_u += su
                 sum_busy += sb
                 self.seen |= sb > 0
             elif observe == "seen":
-                self.seen |= np.asarray(obs_out[0])
+                self.seen |= _sharding.gather(obs_out[0])
             else:
                 meet = obs_out
-                self.bar.set_postfix(met=f"{int(np.sum(self.lanes_of(np.asarray(meet[1])) >= 0))}/{self.lanes}")
+                met_at = _sharding.gather(meet[1])  # every process decides from the same gathered T
+                self.bar.set_postfix(met=f"{int(np.sum(self.lanes_of(met_at) >= 0))}/{self.lanes}")
             if frames:
                 take = min(nf, frames - len(out["frames"]))
-                out["frames"].extend(np.asarray(us[:take]))
+                out["frames"].extend(_sharding.gather(us)[:take])
                 done += take * m
                 self.t += take * m
                 self.bar.update(take * m)
@@ -708,7 +715,7 @@ class ChainDriver:
                 done += m
                 self.t += m
                 self.bar.update(m)
-                if observe.startswith("meet") and not np.any(active & (np.asarray(meet[1]) < 0)):
+                if observe.startswith("meet") and not np.any(active & (met_at < 0)):
                     break
         if observe == "sums":
             out.update(sum_u=sum_u, sum_busy=sum_busy)
@@ -723,11 +730,11 @@ class ChainDriver:
 
     def counts(self) -> np.ndarray:
         """Final counts, shape (chains, levels+1, lanes), int64, logical lanes."""
-        return self.lanes_of(np.asarray(self.state.u)).astype(np.int64)
+        return self.lanes_of(self.state.u).astype(np.int64)
 
     def rng(self) -> np.ndarray:
         """Final random states, shape (lanes,) uint64, logical lanes."""
-        return self.lanes_of(np.asarray(self.state.rng))
+        return self.lanes_of(self.state.rng)
 
     def close(self) -> None:
         self.bar.close()

@@ -233,14 +233,14 @@ def _run_meeting(pts: list[_MeetPoint], R: int, replacement: bool, ordered: bool
         meet = drv.meeting_state(D0.astype(np.int64), T0)
         t = 0
         for cut in sorted(set(stop.tolist())):
-            active = (stop > t) & (drv.lanes_of(np.asarray(meet[1])) < 0)
+            active = (stop > t) & (drv.lanes_of(meet[1]) < 0)
             if not active.any():
                 break
             out = drv.run(cut - t, observe="meet" if ordered else "meet_unordered",
                           active=drv.mask(active), meet=meet)
             meet = out["meet"]
             t = cut
-        T = drv.lanes_of(np.asarray(meet[1])).astype(float)
+        T = drv.lanes_of(meet[1]).astype(float)
     finally:
         drv.close()
     T[T < 0] = np.inf
@@ -312,7 +312,7 @@ def coupled_paths(n: int, d: int, lam: float | None = None, starts: Sequence[Any
                         replacement=replacement, levels=L, progress=progress, total=steps, desc="coupled paths",
                         max_levels=max(L, K.level_limit(L0 + 1, steps)), bytes_per_level=per_level)
     try:
-        first = drv.lanes_of(np.asarray(drv.state.u))
+        first = drv.lanes_of(drv.state.u)
         out = drv.run(record_every, observe="seen", frames=nframes)
         frames = [first] + [drv.lanes_of(f) for f in out["frames"]]
         Lf = K.final_levels(L, int(drv.peak().max()), drv.max_levels)
