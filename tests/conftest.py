@@ -7,7 +7,6 @@ arrays it saved. Every "1 device == many devices, bit for bit" test goes through
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 import textwrap
@@ -17,15 +16,7 @@ from typing import Callable
 import numpy as np
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
-
-
-def child_env(devices: int) -> dict[str, str]:
-    """The environment of a child process with ``devices`` CPU host devices and this checkout's qlib."""
-    env = {k: v for k, v in os.environ.items() if k not in ("QLIB_HOST_DEVICES", "XLA_FLAGS")}
-    env.update(XLA_FLAGS=f"--xla_force_host_platform_device_count={devices}", JAX_PLATFORMS="cpu",
-               PYTHONPATH=str(ROOT) + os.pathsep + env.get("PYTHONPATH", ""))
-    return env
+from child_process import child_env
 
 
 @pytest.fixture

@@ -29,7 +29,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import child_env
+from child_process import child_env
 
 DEADLINE_S = 240  # for all three jobs together (about 30 s on a busy 2-core machine)
 
