@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import numbers
+from typing import Any
 
 import numpy as np
 
@@ -94,7 +95,8 @@ def memory(name: str, nbytes: float, what: str) -> None:
 
 
 def choice(name: str, value: object, allowed: tuple[str, ...]) -> str:
-    if value not in allowed:
+    """One of the strings ``allowed`` (anything else, arrays included, is rejected by name)."""
+    if not isinstance(value, str) or value not in allowed:
         raise ValueError(f"{name} must be one of {', '.join(map(repr, allowed))}; got {value!r}")
     return value  # type: ignore[return-value]
 
@@ -117,3 +119,21 @@ def _int_range(low, high) -> str:
     if high is not None:
         return f" <= {high}"
     return ""
+
+
+def array(name: str, x: Any) -> np.ndarray:
+    """np.asarray(x), or ValueError naming ``name`` (ragged nests and the like)."""
+    try:
+        return np.asarray(x)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name} must be an array of integers; got {type(x).__name__}") from None
+
+
+def int_array(name: str, x: Any) -> np.ndarray:
+    """x as int64, or ValueError naming ``name`` unless it holds finite integers (|x| <= 2^62)."""
+    a = array(name, x)
+    # |u| <= 2^62 keeps the int64 cast exact (counts are at most n < 2^32 anyway)
+    if a.dtype.kind not in "iuf" or np.any(~np.isfinite(a)) or np.any(a != np.floor(a)) \
+            or np.any(np.abs(a) > 2.0**62):
+        raise ValueError(f"{name} must hold finite integers")
+    return a.astype(np.int64)

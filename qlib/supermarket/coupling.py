@@ -61,6 +61,9 @@ def _resolve_starts(n: int, d: int, lam: float, starts: Sequence[Any], replaceme
             raise ValueError(f"{where}[{j}] has one row per replica, so it needs {replicas} rows; got {u.shape[0]}")
         us.append(np.broadcast_to(u if u.ndim == 2 else u[None], (replicas, u.shape[-1])))
     top = max(u.shape[1] for u in us)
+    # every start as int64 counts (and their uint32 device copy), before building them
+    V.memory("replicas", float(replicas) * len(us) * top * 16.0,
+             f"{len(us)} starts x {replicas} replicas x {top} levels x 16 bytes")
     return [np.pad(u, ((0, 0), (0, top - u.shape[1]))).T.astype(np.int64) for u in us]
 
 
@@ -101,7 +104,10 @@ def _meet_point(where: str, n, d, lam, *, one_minus_lam, replicas, seed, top_len
     seed = V.integer("seed", seed, low=0, high=2**63 - 1)
     top_length = V.integer("top_length", top_length, low=0)
     max_steps = V.integer("max_steps", max_steps, low=1, high=2**62)
+    V.work("max_steps", float(max_steps) * replicas)  # before any start is built
     if top is None:
+        V.memory("top_length", 16.0 * replicas * (top_length + 1),
+                 f"the top start: {replicas} replicas x {top_length + 1} levels x 16 bytes")
         top = {"counts": counts_all_at(n, top_length)}  # a dict: n entries of n would be ambiguous
     lo0, hi0 = _resolve_starts(n, d, lam, [bottom, top], replacement, replicas, where="bottom/top",
                                eps=None if one_minus_lam is None else eps)
@@ -141,7 +147,6 @@ def meeting_times(n: int, d: int, lam: float | None = None, *, replicas: int, se
     pt = _meet_point("", n, d, lam, one_minus_lam=one_minus_lam, replicas=replicas, seed=seed,
                      top_length=top_length, max_steps=max_steps, replacement=replacement, bottom=bottom, top=top,
                      ordered=ordered, levels=levels)
-    V.work("max_steps", float(pt.max_steps) * replicas)
     return _run_meeting([pt], replicas, bool(replacement), ordered, progress)[0]
 
 
@@ -169,7 +174,7 @@ def meeting_times_many(points: Sequence[tuple], *, replicas: int, top_length: in
         raise ValueError(f"replacement must be True or False; got {replacement!r}")
 
     def per(name, v):
-        if isinstance(v, (list, tuple, np.ndarray)):
+        if isinstance(v, (list, tuple)) or (isinstance(v, np.ndarray) and v.ndim > 0):
             if len(v) != P:
                 raise ValueError(f"{name} must be one value or one per point ({P}); got {len(v)}")
             return list(v)
@@ -180,7 +185,7 @@ def meeting_times_many(points: Sequence[tuple], *, replicas: int, top_length: in
             isinstance(x, (int, np.integer)) for x in v) else [v] * P
 
     seeds_l = list(range(P)) if seeds is None else per("seeds", seeds)
-    if seeds is not None and not isinstance(seeds, (list, tuple, np.ndarray)):
+    if seeds is not None and (not isinstance(seeds, (list, tuple, np.ndarray)) or (isinstance(seeds, np.ndarray) and seeds.ndim != 1)):
         raise ValueError(f"seeds must be a sequence of one seed per point ({P}); got {seeds!r}")
     eps_l = per("one_minus_lam", one_minus_lam) if one_minus_lam is not None else [None] * P
     pts = []
@@ -335,8 +340,8 @@ def l1_distance(counts_a: Any, counts_b: Any) -> np.ndarray:
     coupled chains it is the excess number of customers D of the upper one. The shorter
     vector is padded with zeros.
     """
-    a, b = np.asarray(counts_a), np.asarray(counts_b)
-    if a.shape[:-1] != b.shape[:-1] or a.ndim < 1:
+    a, b = V.int_array("counts_a", counts_a), V.int_array("counts_b", counts_b)
+    if a.ndim < 1 or b.ndim < 1 or a.shape[:-1] != b.shape[:-1]:
         raise ValueError(f"counts_a and counts_b must agree except in their last (level) axis; got "
                          f"{a.shape} and {b.shape}")
     m = max(a.shape[-1], b.shape[-1])
@@ -363,16 +368,27 @@ def tv_distance(samples: Any, reference: Any, *, reference_is_pmf: bool = False,
     of the laws themselves, and grouping keeps the sampling noise (see :func:`tv_noise_floor`)
     small when the values are spread over many integers (u_k at large n).
     """
-    x = np.asarray(samples)
-    if x.ndim < 1 or x.shape[-1] < 1 or not np.issubdtype(x.dtype, np.number) or np.any(~np.isfinite(x)):
-        raise ValueError("samples must be a finite numeric array with replicas on the last axis")
-    ref = np.asarray(reference, dtype=float)
+    x = V.array("samples", samples)
+    if x.ndim < 1 or x.shape[-1] < 1 or x.dtype.kind not in "iuf" or np.any(~np.isfinite(x)):
+        raise ValueError("samples must be a finite real array with replicas on the last axis")
+    try:
+        ref = np.asarray(reference, dtype=float)
+    except (TypeError, ValueError):
+        raise ValueError(f"reference must be a real array; got {type(reference).__name__}") from None
+    reference_is_pmf = _bool("reference_is_pmf", reference_is_pmf)
+
+    def cells(count: float) -> None:  # the histogram's cells, before they are allocated
+        V.memory("samples", 32.0 * count, f"{count:.3g} histogram cells (one per integer value) x 32 bytes")
+
     if reference_is_pmf:
-        if ref.ndim != 1 or np.any(ref < 0) or abs(ref.sum() - 1) > 1e-8:
+        if ref.ndim != 1 or np.any(~np.isfinite(ref)) or np.any(ref < 0) or abs(ref.sum() - 1) > 1e-8:
             raise ValueError("reference must be a 1-D probability vector (non-negative, sum 1) when reference_is_pmf")
         if bins is not None:
             raise ValueError("bins is only supported with a reference sample, not a pmf; got bins="
                              f"{bins}")
+        if np.any(x < 0):
+            raise ValueError("samples must be >= 0 when reference_is_pmf (the pmf is on 0, 1, 2, ...)")
+        cells(max(ref.size, float(x.max()) + 1) + 1)
         edges = np.arange(max(ref.size, int(x.max()) + 1) + 1) - 0.5
         p_ref = np.pad(ref, (0, edges.size - 1 - ref.size))
     else:
@@ -380,9 +396,11 @@ def tv_distance(samples: Any, reference: Any, *, reference_is_pmf: bool = False,
             raise ValueError("reference must be a non-empty finite sample")
         if bins is None:
             lo, hi = min(x.min(), ref.min()), max(x.max(), ref.max())
+            cells(float(np.floor(hi)) - float(np.floor(lo)) + 2)
             edges = np.arange(np.floor(lo), np.floor(hi) + 2) - 0.5
         else:
             bins = V.integer("bins", bins, low=1)
+            V.memory("bins", 32.0 * (bins + 1), f"{bins + 1} bin edges x 32 bytes")
             qs = np.unique(np.quantile(ref, np.linspace(0, 1, bins + 1)[1:-1], method="higher"))
             edges = np.concatenate([[-np.inf], qs - 0.5, [np.inf]])
         p_ref = _law(ref.ravel(), edges)
@@ -399,7 +417,12 @@ def tv_noise_floor(pmf: Any, size: int, reference_size: int | None = None) -> fl
     (plus the same term for a reference sample of ``reference_size``). Deviations beyond that
     are sub-Gaussian: one sample moves the TV by at most 1/size (McDiarmid).
     """
-    p = np.asarray(pmf, dtype=float)
+    try:
+        p = np.asarray(pmf, dtype=float)
+    except (TypeError, ValueError):
+        raise ValueError(f"pmf must be an array of probabilities in [0, 1]; got {type(pmf).__name__}") from None
+    if np.any(~np.isfinite(p)) or np.any(p < 0) or np.any(p > 1):
+        raise ValueError("pmf must hold probabilities in [0, 1]")
     size = V.integer("size", size, low=1)
     f = 0.5 * np.sqrt(p * (1 - p) / size).sum()
     if reference_size is not None:
@@ -454,11 +477,15 @@ def exact_coupling(n: int, d: int, lam: float, *, bottom: Sequence[int], top: Se
         raise ValueError(f"n must be an integer in [1, 6] for the exact pair chain; got {n}")
     g = all_sampled_at_least(np.arange(n + 1) / n, d, replacement=replacement, n=n)
 
-    def norm(u):
-        u = list(np.asarray(u, dtype=int)[1:]) + [0] * cap
-        if any(x > n for x in u) or np.any(np.diff(u) > 0):
-            raise ValueError("bottom and top must be counts u_0..u_m with u_0 = n, non-increasing")
-        return tuple(int(v) for v in u[:cap])
+    V.memory("steps", 8.0 * (steps + 1) * (2 * n + 3), f"the laws at {steps + 1} steps")
+
+    def norm(name, u):
+        a = V.int_array(name, u)
+        if a.ndim != 1 or a.size < 1 or a[0] != n or np.any(a < 0) or np.any(np.diff(a) > 0):
+            raise ValueError(f"{name} must be counts u_0..u_m with u_0 = n = {n}, non-negative and non-increasing; "
+                             f"got {u!r}")
+        u = [int(v) for v in a[1:]] + [0] * cap
+        return tuple(u[:cap])
 
     def move(u, arrival, lv):
         u = list(u)
@@ -470,7 +497,7 @@ def exact_coupling(n: int, d: int, lam: float, *, bottom: Sequence[int], top: Se
         return tuple(u)
 
     pa = lam / (1 + lam)
-    start = (norm(bottom), norm(top))
+    start = (norm("bottom", bottom), norm("top", top))
     if any(a > b for a, b in zip(*start)):
         raise ValueError("bottom must be <= top in every count")
     index, states, trans = {start: 0}, [start], []

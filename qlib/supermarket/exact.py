@@ -214,7 +214,6 @@ class _Box:
             for j0 in range(f0, n):
                 table[n + f0 * n + j0] = lam * n * (gt[n - f0] - gt[n - j0 - 1])
         cdt = np.uint8 if len(table) <= 256 else np.uint16
-        base = self._base
         for j in range(n):
             col = A[:, j].astype(np.int64)
             # arrival at position j (j last of its block): rate lam n (g(u_l) - g(u_{l+1}))

@@ -82,12 +82,13 @@ def event_threshold(lam: float, one_minus_lam: float) -> int:
 
 def counts_from_lengths(lengths: Any) -> np.ndarray:
     """Counts u_i = #queues with length >= i, i = 0..max, shape (max+1,), from queue lengths (n,)."""
-    q = np.asarray(lengths)
+    q = V.array("lengths", lengths)
     if q.ndim != 1 or q.size < 1:
         raise ValueError(f"lengths must be a non-empty 1-D array of queue lengths; got shape {q.shape}")
-    if not np.issubdtype(q.dtype, np.number) or np.any(~np.isfinite(q)) or np.any(q < 0) \
+    if q.dtype.kind not in "iuf" or np.any(~np.isfinite(q)) or np.any(q < 0) \
             or np.any(q != np.floor(q)):
         raise ValueError("lengths must hold non-negative integers")
+    V.memory("lengths", 16.0 * (float(q.max()) + 1), f"counts up to the longest queue, {float(q.max()):.3g}, x 16 bytes")
     q = q.astype(np.int64)
     hist = np.bincount(q)
     return np.cumsum(hist[::-1])[::-1].astype(np.int64)
@@ -97,19 +98,13 @@ def counts_all_at(n: int, length: int) -> np.ndarray:
     """Counts of the state where every one of the n queues has the given length, shape (length+1,)."""
     n = V.integer("n", n, low=1, high=MAX_N)
     length = V.integer("length", length, low=0)
+    V.memory("length", 8.0 * (length + 1), f"{length + 1} levels x 8 bytes")
     return np.full(length + 1, n, dtype=np.int64)
 
 
 def _valid_counts(u: np.ndarray, n: int) -> bool:
     return (u.ndim >= 1 and u.shape[-1] >= 1 and np.all(u[..., 0] == n) and np.all(u >= 0)
             and np.all(np.diff(u, axis=-1) <= 0))
-
-
-def _as_int_array(name: str, x: Any) -> np.ndarray:
-    a = np.asarray(x)
-    if not np.issubdtype(a.dtype, np.number) or np.any(~np.isfinite(a)) or np.any(a != np.floor(a)):
-        raise ValueError(f"{name} must hold finite integers")
-    return a.astype(np.int64)
 
 
 def initial_counts(n: int, d: int, lam: float | None, initial: Any, replacement: bool = True, *,
@@ -120,8 +115,12 @@ def initial_counts(n: int, d: int, lam: float | None, initial: Any, replacement:
     ``{"counts": u}``, ``{"lengths": q}``, or a bare array: counts u (u_0 = n, non-increasing;
     1-D, or 2-D with one row per replica) or a length-n vector of queue lengths. At d = 1 the
     fluid profile is geometric, n lam^i, with about log(2n)/(1 - lam) levels: its memory is
-    checked before it is built (ValueError naming ``initial`` when it would not fit).
+    checked before it is built (ValueError naming ``initial`` when it would not fit). ``n``,
+    ``d``, ``lam`` (or ``one_minus_lam``) and ``replacement`` are checked as in :func:`simulate`.
     """
+    n, d, lam, eps, replacement = check_point(n, d, lam, replacement, one_minus_lam)
+    if one_minus_lam is not None:
+        one_minus_lam = eps
     if isinstance(initial, str):
         V.choice("initial", initial, ("empty", "fluid"))
         if initial == "empty":
@@ -130,7 +129,6 @@ def initial_counts(n: int, d: int, lam: float | None, initial: Any, replacement:
         fp = lambda L: fluid_fixed_point(d, levels=L, replacement=replacement,  # noqa: E731
                                          n=None if replacement else n, **kw)
         if d == 1:  # u_i = rint(n lam^i) > 0 up to i = log(2n)/log(1/lam)
-            eps = float(one_minus_lam) if one_minus_lam is not None else 1.0 - _theory_arrival(lam)[0]
             levels = int(math.floor(math.log(2 * n) / -math.log1p(-eps))) + 2
             V.memory("initial", (levels + 1) * 8.0 * 4,
                      f"initial='fluid' at d = 1 and 1 - lam = {eps:.3g}: {levels + 1} levels x 8 bytes x 4 copies")
@@ -146,21 +144,21 @@ def initial_counts(n: int, d: int, lam: float | None, initial: Any, replacement:
         return u[: last + 2]
     if isinstance(initial, Mapping):
         if set(initial) == {"lengths"}:
-            q = np.asarray(initial["lengths"])
+            q = V.array("initial['lengths']", initial["lengths"])
             if q.ndim != 1 or q.size != n:
                 raise ValueError(f"initial['lengths'] must be a 1-D array of n = {n} queue lengths; got shape {q.shape}")
             return counts_from_lengths(q)
         if set(initial) == {"counts"}:
-            u = _as_int_array("initial['counts']", initial["counts"])
+            u = V.int_array("initial['counts']", initial["counts"])
             if not _valid_counts(u, n) or u.ndim > 2:
                 raise ValueError(f"initial['counts'] must have u_0 = n = {n}, be non-negative and non-increasing "
                                  "(1-D, or 2-D with one row per replica)")
             return u
         raise ValueError(f"initial as a mapping must be {{'counts': u}} or {{'lengths': q}}; got keys {sorted(initial)}")
-    a = np.asarray(initial)
+    a = V.array("initial", initial)
     if a.dtype == object or a.ndim == 0:
         raise ValueError(f"initial must be 'empty', 'fluid', an array of counts or of queue lengths; got {initial!r}")
-    u = _as_int_array("initial", a)
+    u = V.int_array("initial", a)
     as_counts = _valid_counts(u, n) and u.ndim <= 2
     as_lengths = u.ndim == 1 and u.size == n and np.all(u >= 0)
     if as_counts and as_lengths and not np.array_equal(counts_from_lengths(u), u):
@@ -315,6 +313,9 @@ def _resolve_initial(where: str, n, d, lam, eps, initial, replacement, replicas,
         raise ValueError(f"{where}{e}") from None
     if u0.ndim == 2 and u0.shape[0] != replicas:
         raise ValueError(f"{where}initial counts with one row per replica must have {replicas} rows; got {u0.shape[0]}")
+    # the start (int64 counts, and their uint32 device copy) and random states, before building them
+    V.memory("replicas", float(replicas) * (16.0 * u0.shape[-1] + 32.0),
+             f"{replicas} replicas x {u0.shape[-1]} levels of start counts and random states")
     u0 = np.broadcast_to(u0 if u0.ndim == 2 else u0[None], (replicas, u0.shape[-1])).astype(np.int64)
     return u0, _rng.replica_states_np(seed, np.arange(replicas)), seed
 
@@ -333,7 +334,7 @@ def _point(where, n, d, lam, eps, replacement, *, steps, burn_in, seed, initial,
 
 def _per_point(name: str, value: Any, P: int, check) -> list:
     """An int (or None) for every point, or one per point."""
-    if isinstance(value, (list, tuple, np.ndarray)):
+    if isinstance(value, (list, tuple)) or (isinstance(value, np.ndarray) and value.ndim > 0):
         if len(value) != P:
             raise ValueError(f"{name} must be one value or one per point ({P}); got {len(value)}")
         return [check(f"{name}[{j}]", v) for j, v in enumerate(value)]
@@ -432,7 +433,7 @@ def simulate_many(points: Sequence[tuple], *, steps: int | Sequence[int], replic
     if seeds is None:
         seeds_l = list(range(P))
     else:
-        if not isinstance(seeds, (list, tuple, np.ndarray)) or len(seeds) != P:
+        if not isinstance(seeds, (list, tuple, np.ndarray)) or (isinstance(seeds, np.ndarray) and seeds.ndim != 1) or len(seeds) != P:
             raise ValueError(f"seeds must be a sequence of one seed per point ({P}); got {seeds!r}")
         seeds_l = [V.integer(f"seeds[{j}]", s, low=0, high=2**63 - 1) for j, s in enumerate(seeds)]
     batches = V.integer("batches", batches, low=1, high=min(steps_l))

@@ -106,11 +106,33 @@ def all_sampled_at_least(s, d: int, *, replacement: bool = True, n: int | None =
     return np.where(u >= d, np.exp(np.where(u >= d, logg, 0.0)), 0.0)
 
 
+#: Beyond this d the falling factorial of :func:`_g_cont` is summed in logs (O(1), not O(d) memory).
+_PRODUCT_MAX_D = 4096
+
+
+def _log_falling(a, d: int):
+    """log(a (a-1) ... (a-d+1)) for real a >= d - 1 (the NumPy twin of the chain's ``log_falling``:
+    Stirling differences where both lgammas are large and nearly cancel)."""
+    a = np.asarray(a, dtype=float)
+    x = a - d + 1.0
+    with np.errstate(divide="ignore", invalid="ignore"):
+        direct = gammaln(a + 1.0) - gammaln(x)
+        xs = np.maximum(x, 64.0)
+        y = xs + d
+        series = (1 / (12 * y) - 1 / (12 * xs)) - (1 / (360 * y**3) - 1 / (360 * xs**3)) \
+            + (1 / (1260 * y**5) - 1 / (1260 * xs**5))
+        stirling = (xs - 0.5) * np.log1p(d / xs) + d * np.log(y) - d + series
+    return np.where(x >= 64.0, stirling, direct)
+
+
 def _g_cont(s, d, replacement, n):
     """Smooth version of g for the ODE (falling factorial with real ns)."""
     if replacement:
         return np.clip(s, 0.0, 1.0) ** d
     x = np.clip(s, 0.0, 1.0) * n
+    if d > _PRODUCT_MAX_D:  # g = exp(F(x) - F(n)) for x >= d - 1, where no factor is negative
+        ok = x >= d - 1
+        return np.where(ok, np.exp(_log_falling(np.where(ok, x, d), d) - _log_falling(n, d)), 0.0)
     m = np.arange(d)
     return np.prod(np.clip((x[..., None] - m) / (n - m), 0.0, None), axis=-1)
 
@@ -163,16 +185,29 @@ def fluid_fixed_point(d: int, lam: float | None = None, levels: int | None = Non
     if levels is None:
         raise ValueError("levels must be an integer >= 0; got None")
     levels = V.integer("levels", levels, low=0)
-    s = np.empty(levels + 1)
+    V.memory("levels", 8.0 * (levels + 1), f"{levels + 1} levels x 8 bytes")
+    s = np.zeros(levels + 1)
     s[0] = 1.0
+    if d == 1:  # g(s) = s with or without replacement: s_i = lam^i, as a running product
+        if one_minus_lam is not None:
+            log_s = np.cumsum(np.full(levels, math.log1p(-float(one_minus_lam))))
+            s[1:] = np.where(log_s > -800, np.exp(np.maximum(log_s, -800.0)), 0.0)
+        else:
+            s[1:] = np.cumprod(np.full(levels, lam))
+        return s
+    # d >= 2: once s_i is 0 it stays 0 (the loop stops there, so huge levels cost nothing)
     if one_minus_lam is not None and replacement:
         log_lam, log_s = math.log1p(-float(one_minus_lam)), 0.0
         for i in range(1, levels + 1):
             log_s = log_lam + d * log_s
-            s[i] = math.exp(log_s) if log_s > -800 else 0.0
+            if log_s <= -800:
+                break
+            s[i] = math.exp(log_s)
         return s
     for i in range(1, levels + 1):
         s[i] = lam * (s[i - 1] ** d if replacement else _g_cont(s[i - 1], d, False, n))
+        if s[i] == 0.0:
+            break
     return s
 
 
@@ -213,11 +248,15 @@ def fluid_trajectory(d: int, lam: float | None = None, times=None, initial=None,
     atol = V.real("atol", atol, low=0.0)
     if times is None or initial is None:
         raise ValueError("times and initial are required: a 1-D array of times and a vector s_0..s_L")
-    times = np.asarray(times, dtype=float)
+    try:
+        times = np.asarray(times, dtype=float)
+        s0 = np.asarray(initial, dtype=float)
+    except (TypeError, ValueError):
+        raise ValueError("times and initial must be real arrays: a 1-D array of times and a vector s_0..s_L; "
+                         f"got times={times!r}, initial={initial!r}") from None
     if times.ndim != 1 or times.size == 0 or np.any(~np.isfinite(times)) or np.any(times < 0) \
             or np.any(np.diff(times) < 0):
         raise ValueError("times must be a non-empty 1-D array of finite, non-negative, non-decreasing times")
-    s0 = np.asarray(initial, dtype=float)
     if s0.ndim != 1 or s0.size < 2 or not np.all(np.isfinite(s0)):
         raise ValueError(f"initial must be a 1-D vector s_0..s_L with L >= 1; got shape {s0.shape}")
     if abs(s0[0] - 1.0) > 1e-12 or np.any(s0 < 0) or np.any(s0 > 1) or np.any(np.diff(s0) > 1e-12):
@@ -242,6 +281,7 @@ def asymptotic_profile(d: int, lam: float | None = None, levels: int | None = No
     if not math.isfinite(k):
         raise ValueError("d must be an integer >= 2 for the asymptotic profile; got 1")
     L = k + 1 if levels is None else V.integer("levels", levels, low=k + 1)
+    V.memory("levels", 8.0 * (L + 1), f"{L + 1} levels x 8 bytes")
     _, eps = arrival_rate(lam, one_minus_lam)
     p = np.zeros(L + 1)
     p[0] = eps
