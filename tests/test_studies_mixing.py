@@ -50,12 +50,13 @@ def test_good_start_meets_and_uncoupled_chains_do_not():
     assert np.all(np.isfinite(tiny))  # with 2 queues they do, often: the test can tell the two apart
 
 
-def test_tv_crossing_limits():
-    kw = dict(replicas=64, seed=4, horizon_taus=4.0, frames=20, bins=6, threshold=0.25)
-    s = study.tv_crossing(300, 5, 0.9, start="stationary", **kw)
+def test_event_crossing_limits():
+    kw = dict(replicas=64, seed=4, horizon_taus=4.0, frames=20, threshold=0.25)
+    s = study.event_crossing(300, 5, 0.9, start="stationary", **kw)
     assert float(s["crossing"]) == 0.0  # started at the answer: no time is needed
-    g = study.tv_crossing(300, 5, 0.9, start="fluid", **kw)
-    assert float(g["crossing"]) > 0 and g["tv"][0] > s["tv"][0]
+    g = study.event_crossing(300, 5, 0.9, start="displaced", **kw)
+    assert float(g["crossing"]) > 0 and g["p"][0] > 0.9  # the displaced start has more customers
+    assert abs(float(g["pi_A"]) - 0.5) < 0.1 and abs(g["p"][-1] - float(g["pi_A"])) < 0.25
 
 
 def test_good_set_exits_limits():

@@ -8,7 +8,8 @@ predictable (the fluid fixed point; asymptotically (1-lam) d^i).
 
 Every estimate comes from :func:`qlib.supermarket.estimate_equilibrium`: runs start from all
 queues empty (away from the answer), burn in for 20 relaxation times tau of the fluid ODE, and
-measure in batches of 20 tau (docs/models.md#relaxation-time), so each row covers at least 20 tau.
+measure for 10 tau per replica (the finite-n tail: batches of 20 tau until its CI is within
+±25%) (docs/models.md#relaxation-time).
 Every claim row carries the same criterion on wrong models (JSQ(1) or JSQ(2) in place of JSQ(d),
 d off by 25%), measured the same way with fewer replicas (they miss by far more than the CI).
 
@@ -52,31 +53,33 @@ Point = tuple[int, int, float]
 #: ``family`` lam = 1 - n^-alpha, d = floor(n^beta); ``from_empty`` the approach to equilibrium.
 PARAMETERS: dict[str, dict[str, Any]] = {
     "smoke": {
-        "max": dict(points=[(1000, 300, 0.9), (1000, 500, 0.999), (3000, 20, 0.998)], replicas=4,
-                    wrong_d=[[1, 2], [2], [2, 10]]),
-        "profile": dict(point=(3000, 20, 0.998), replicas=4),
+        "max": dict(points=[(1000, 300, 0.9), (1000, 500, 0.999), (1000, 30, 0.999)], replicas=4,
+                    wrong_d=[[1, 2], [2], [2]]),
+        "profile": dict(point=(1000, 20, 0.998), replicas=4),
         "sweep": dict(n=1000, d=100, one_minus_lam=[4e-3, 2e-3, 1e-3], replicas=4),
         "boundary": dict(n=1000, d=10, one_minus_lam=[1e-2, 10**-2.4], replicas=4),
-        "finite_n": dict(d=100, lam=0.999, ns=[1000, 3000], level=3, rel_error=0.5, replicas=4, max_batches=4),
+        "finite_n": dict(d=100, lam=0.999, ns=[1000, 3000], level=3, rel_error=0.5, replicas=4, max_batches=4,
+                         batch_taus=10.0),
         "family": dict(alpha=0.75, beta=0.5, ns=[100, 300], replicas=4),
         "from_empty": dict(n=1000, d=10, lam=0.99, taus=2.0, points=20, replicas=2),
-        "counterfactual_replicas": 2, "burn_taus": 20.0, "batch_taus": 20.0, "seed": 100,
+        "counterfactual_replicas": 2, "burn_taus": 20.0, "batch_taus": 10.0, "seed": 100,
     },
     "full": {
-        # k = 1, 2, 3 where (1-lam) d^k >> log n (outside the profile regime for k = 2, 3: stated)
-        "max": dict(points=[(10_000, 300, 0.9), (10_000, 500, 0.999), (30_000, 20, 0.998)], replicas=8,
+        # k = 1, 2, 3 where (1-lam) d^k >> log n (30, 250, 27)
+        "max": dict(points=[(10_000, 300, 0.9), (10_000, 500, 0.999), (10_000, 30, 0.999)], replicas=8,
                     # JSQ(1) only where its queues stay short enough to simulate (lam = 0.9)
-                    wrong_d=[[1, 2], [2], [2, 10]]),
-        "profile": dict(point=(30_000, 20, 0.998), replicas=8),
-        # k = 2 at d = 100: (1-lam) d = 0.4, 0.2, 0.1, 0.05
-        "sweep": dict(n=10_000, d=100, one_minus_lam=[4e-3, 2e-3, 1e-3, 5e-4], replicas=8),
+                    wrong_d=[[1, 2], [2], [2]]),
+        # k = 3 (x = 2.07), so lengths 1 and 2 are both tested
+        "profile": dict(point=(10_000, 20, 0.998), replicas=8),
+        # k = 2 at d = 100: (1-lam) d = 0.4, 0.2, 0.1
+        "sweep": dict(n=10_000, d=100, one_minus_lam=[4e-3, 2e-3, 1e-3], replicas=8),
         # on the boundary log(1/(1-lam))/log d = 2, and at 2.4
         "boundary": dict(n=10_000, d=10, one_minus_lam=[1e-2, 10**-2.4], replicas=8),
         "finite_n": dict(d=100, lam=0.999, ns=[1_000, 10_000, 100_000], level=3, rel_error=0.25, replicas=8,
-                         max_batches=60),
+                         max_batches=100, batch_taus=20.0),
         "family": dict(alpha=0.75, beta=0.5, ns=[100, 1_000, 10_000], replicas=8),
         "from_empty": dict(n=10_000, d=10, lam=0.99, taus=6.0, points=150, replicas=4),
-        "counterfactual_replicas": 2, "burn_taus": 20.0, "batch_taus": 20.0, "seed": 100,
+        "counterfactual_replicas": 2, "burn_taus": 20.0, "batch_taus": 10.0, "seed": 100,
     },
 }
 
@@ -144,6 +147,18 @@ def _entry(e: EquilibriumEstimate, levels: int) -> dict[str, np.ndarray]:
 LEVELS = 8  # every estimate is reported over lengths 0..8 (the longest queues here are <= 6)
 
 
+def _level_groups(points: Sequence[Point]) -> list[list[int]]:
+    """Indices of ``points`` grouped by the levels their queues need (about k + 3; for d = 1, the
+    length where lam^i falls below 1/n), in powers of two."""
+    def need(n, d, lam):
+        k = predicted_max_length(d, lam)
+        L = k + 3 if math.isfinite(k) else math.log(1.0 / n) / math.log(lam)
+        return int(math.ceil(math.log2(max(L, 2))))
+
+    keys = [need(*p) for p in points]
+    return [[i for i, key in enumerate(keys) if key == g] for g in sorted(set(keys))]
+
+
 def estimates(name: str, points: Sequence[Point], *, replicas: int, seeds: Sequence[int], batches: int | None = 1,
               rel_error: float = 0.5, max_batches: int | None = None, level: int | None = None,
               burn_taus: float = 20.0, batch_taus: float = 20.0, taus_of: Sequence[Point] | None = None,
@@ -160,15 +175,21 @@ def estimates(name: str, points: Sequence[Point], *, replicas: int, seeds: Seque
                    level=level, burn_taus=burn_taus, batch_taus=batch_taus, tau=t) for p, t in zip(points, tau)]
 
     def compute(idx):
-        pts = [points[i] for i in idx]
-        max_steps = None
-        if batches is None and max_batches is not None:
-            max_steps = max(int(max_batches * batch_taus * tau[i] * steps_per_time(n, lam))
-                            for i, (n, d, lam) in zip(idx, pts))
-        est = estimate_equilibrium_many(pts, rel_error=rel_error, level=level, seeds=[seeds[i] for i in idx],
-                                        replicas=replicas, burn_in="tau", batch_taus=batch_taus, batches=batches,
-                                        max_steps=max_steps, tau=[tau[i] for i in idx], progress=progress)
-        return [_entry(e, LEVELS) for e in est]
+        # Lanes of one kernel share its level count, so points that need many levels (small d near
+        # lam = 1: long queues) run in kernels of their own instead of slowing the others down.
+        out: dict[int, dict] = {}
+        for group in _level_groups([points[i] for i in idx]):
+            sub = [idx[g] for g in group]
+            pts = [points[i] for i in sub]
+            max_steps = None
+            if batches is None and max_batches is not None:
+                max_steps = max(int(max_batches * batch_taus * tau[i] * steps_per_time(n, lam))
+                                for i, (n, d, lam) in zip(sub, pts))
+            est = estimate_equilibrium_many(pts, rel_error=rel_error, level=level, seeds=[seeds[i] for i in sub],
+                                            replicas=replicas, burn_in="tau", batch_taus=batch_taus, batches=batches,
+                                            max_steps=max_steps, tau=[tau[i] for i in sub], progress=progress)
+            out.update({i: _entry(e, LEVELS) for i, e in zip(sub, est)})
+        return [out[i] for i in idx]
 
     got = cache.cached_points(name, params, list(seeds), compute, group=len(points))
     return Estimates.from_arrays({f: np.stack([g[f] for g in got]) for f in got[0]})
@@ -369,7 +390,9 @@ def run(mode: str = "full", *, progress: bool = True) -> MaxLengthResult:
     # set name -> (points, clock points, first seed, replicas); counterfactuals on the model's clock
     plan = {
         "max": (mx["points"], mx["points"], seed, mx["replicas"]),
-        "profile": ([pr["point"]], [pr["point"]], seed + 30, pr["replicas"]),
+        # the profile point is one of the maximum points: its run is reused (same seed, same numbers)
+        **({} if tuple(pr["point"]) in [tuple(p) for p in mx["points"]]
+           else {"profile": ([pr["point"]], [pr["point"]], seed + 30, pr["replicas"])}),
         "sweep": (spts, spts, seed + 60, sw["replicas"]),
         "boundary": ([(bd["n"], bd["d"], 1.0 - e) for e in bd["one_minus_lam"]], None, seed + 80, bd["replicas"]),
         "family": (fam, fam, seed + 100, fm["replicas"]),
@@ -394,11 +417,14 @@ def run(mode: str = "full", *, progress: bool = True) -> MaxLengthResult:
         for name in names:
             idx = np.array([i for i, o in enumerate(owner) if o == name])
             sets[name] = Estimates.from_arrays({f: getattr(e, f)[idx] for f in e.__dataclass_fields__})
+    if "profile" not in sets:
+        j = [tuple(p) for p in mx["points"]].index(tuple(pr["point"]))
+        sets["profile"] = Estimates.from_arrays({f: getattr(sets["max"], f)[[j]] for f in sets["max"].__dataclass_fields__})
     fn = P["finite_n"]
     fpts = [(n, fn["d"], fn["lam"]) for n in fn["ns"]]
     finite = estimates("01_finite_n", fpts, replicas=fn["replicas"], seeds=[seed + 90 + j for j in range(len(fpts))],
                        batches=None, rel_error=fn["rel_error"], max_batches=int(fn["max_batches"] * k_scale),
-                       level=fn["level"], **base)
+                       level=fn["level"], **{**base, "batch_taus": fn["batch_taus"]})
     short = cache.cached("01_finite_n_short", dict(point=list(fpts[-1]), taus=4.4, replicas=fn["replicas"]),
                          seed + 95, lambda: short_fluid_run(*fpts[-1], taus=4.4, replicas=fn["replicas"],
                                                             seed=seed + 95, level=fn["level"]))

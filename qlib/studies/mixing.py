@@ -45,7 +45,7 @@ from qlib.claims import ClaimRow, Counterfactual
 from qlib.config import scale
 from qlib.studies import ArrayResult, check_mode
 from qlib.supermarket import (counts_all_at, initial_counts, l1_distance, meeting_times,
-                              meeting_times_many, simulate_many, tv_distance, tv_noise_floor)
+                              meeting_times_many, simulate_many)
 from qlib.supermarket.refined import relaxation_time
 from qlib.supermarket.theory import (check_parameters, fluid_fixed_point, predicted_max_length,
                                      steps_per_time)
@@ -58,7 +58,7 @@ PARAMETERS: dict[str, dict[str, Any]] = {
     "smoke": {
         "family": dict(alpha=0.75, beta=0.5, ns=[100, 300, 1000], replicas=8),
         "d_sweep": dict(n=1000, one_minus_lam=1e-3, ds=[100, 141, 200], replicas=8),
-        "lower": dict(ns=[100, 300], replicas=64, horizon_taus=4.0, frames=40, bins=8, threshold=0.25),
+        "lower": dict(ns=[100, 300], replicas=64, horizon_taus=10.0, frames=40, threshold=0.25),
         "tail": dict(n=300, replicas=64),
         "good_set": dict(ns=[100, 300, 1000], eps=0.2, horizon_taus=20.0, replicas=8),
         "burn_taus": 20.0, "cap": 2.0, "counterfactual_replicas": 4, "seed": 2024,
@@ -66,7 +66,7 @@ PARAMETERS: dict[str, dict[str, Any]] = {
     "full": {
         "family": dict(alpha=0.75, beta=0.5, ns=[100, 300, 1000, 3000, 10_000], replicas=16),
         "d_sweep": dict(n=3000, one_minus_lam=1e-3, ds=[100, 141, 200, 283], replicas=16),
-        "lower": dict(ns=[300, 1000, 3000], replicas=128, horizon_taus=4.0, frames=60, bins=10, threshold=0.25),
+        "lower": dict(ns=[300, 1000, 3000], replicas=128, horizon_taus=10.0, frames=100, threshold=0.25),
         "tail": dict(n=1000, replicas=256),
         "good_set": dict(ns=[100, 300, 1000, 3000], eps=0.2, horizon_taus=50.0, replicas=32),
         "burn_taus": 20.0, "cap": 2.0, "counterfactual_replicas": 4, "seed": 2024,
@@ -153,38 +153,38 @@ def uncoupled_times(points: Sequence[Point], *, replicas: int, seeds: Sequence[i
     return out
 
 
-def tv_crossing(n: int, d: int, lam: float, *, replicas: int, seed: int, horizon_taus: float, frames: int,
-                bins: int, threshold: float, start: str = "fluid", reference: np.ndarray | None = None,
-                burn_taus: float = 20.0) -> dict[str, np.ndarray]:
-    """The binned TV distance between the law of the number of customers N(t) = sum_i u_i(t) (the
-    slow mode of the chain) over ``replicas`` chains and its stationary law, for t up to
-    ``horizon_taus`` relaxation times, from ``start`` ("fluid": a good start; "stationary": each
-    chain from its own stationary sample). N is a function of the state, so this TV is a lower
-    bound on the TV of the chain. Returns ``times`` (frames,) steps, ``tv`` (frames,), ``noise``
-    (0-d) the sampling-noise floor, ``crossing`` (0-d) the first recorded step with
-    tv <= threshold + noise (0 if already at the first frame; inf if never): a lower bound on the
-    mixing time from that start. ``reference``: a sample of the stationary law of N (default:
-    4 frames per replica of independent stationary chains)."""
+def event_crossing(n: int, d: int, lam: float, *, replicas: int, seed: int, horizon_taus: float, frames: int,
+                   threshold: float = 0.25, start: str = "displaced", burn_taus: float = 20.0) -> dict[str, np.ndarray]:
+    """A lower bound on the mixing time from a good start, by one event.
+
+    Draw ``replicas`` stationary samples (``stationary_samples``); let N = sum_i u_i be the number
+    of customers (the slow mode) and A = {N > the samples' median}. ``start="displaced"``: every
+    chain starts at the sample whose N is the upper 2.5% point (a state the stationary chain visits
+    often, so a good one) and runs on its own stream; ``start="stationary"``: each chain starts at
+    its own sample (started at the answer). d_TV(law at t, pi) >= |P_t(A) - pi(A)|, so the first
+    recorded t with P_t(A) - pi(A) <= ``threshold`` + 2 SE is (up to noise, conservatively early) a
+    lower bound on the time to reach d_TV <= threshold. Returns ``times`` (frames,) steps, ``p``
+    (frames,) the estimate of P_t(A), ``pi_A`` (0-d), ``crossing`` (0-d) steps (0 if already at the
+    first frame, inf if never within ``horizon_taus`` tau)."""
     tau_steps = relaxation_time(d, lam) * steps_per_time(n, lam)
     every = max(1, int(horizon_taus * tau_steps / frames))
-    if reference is None:
-        ref = simulate_many([(n, d, lam)], steps=4 * every, burn_in=int(burn_taus * tau_steps), replicas=replicas,
-                            seeds=[seed + 3 * 10**6], initial="fluid", record_every=every, progress=False)[0]
-        reference = ref.trajectory[:, :, 1:].sum(axis=2).ravel()
-    if start == "fluid":
-        init: Any = "fluid"
+    y = stationary_samples([(n, d, lam)], replicas=replicas, seeds=[seed + 10**6], burn_taus=burn_taus)[0]
+    N = y[:, 1:].sum(axis=1)
+    med = float(np.median(N))
+    pi_A = float(np.mean(N > med))
+    if start == "displaced":
+        x = y[int(np.argsort(N)[int(0.975 * (N.size - 1))])]
+        init: Any = {"counts": np.broadcast_to(x, y.shape).copy()}
     else:
-        init = {"counts": stationary_samples([(n, d, lam)], replicas=replicas, seeds=[seed + 10**6],
-                                             burn_taus=burn_taus)[0]}
+        init = {"counts": y}
     r = simulate_many([(n, d, lam)], steps=every * frames, replicas=replicas, seeds=[seed], initial=[init],
                       record_every=every, progress=False)[0]
-    customers = r.trajectory[:, :, 1:].sum(axis=2)  # (replicas, frames)
-    tv = tv_distance(customers.T, reference, bins=bins)
-    noise = tv_noise_floor(np.full(bins, 1.0 / bins), replicas, reference.size)
-    below = np.nonzero(tv <= threshold + noise)[0]
+    p = (r.trajectory[:, :, 1:].sum(axis=2) > med).mean(axis=0)  # (frames,)
+    se = np.sqrt(np.maximum(p * (1 - p), 1.0 / replicas) / replicas)
+    below = np.nonzero(p - pi_A <= threshold + 2 * se)[0]
     times = np.arange(1, frames + 1) * every
     crossing = 0.0 if below.size and below[0] == 0 else (float(times[below[0]]) if below.size else np.inf)
-    return {"times": times, "tv": tv, "noise": np.asarray(noise), "crossing": np.asarray(crossing)}
+    return {"times": times, "p": p, "pi_A": np.asarray(pi_A), "crossing": np.asarray(crossing)}
 
 
 def good_set_exits(points: Sequence[Point], *, eps: float, horizon_taus: float, replicas: int,
@@ -227,17 +227,18 @@ class MeetingTimes(ArrayResult):
 
 @dataclass(frozen=True)
 class LowerBound(ArrayResult):
-    """TV lower-bound runs at points j: ``n``, ``d``, ``lam`` (P,); ``times``, ``tv_good``,
-    ``tv_stationary`` (P, frames); ``noise`` (P,); ``crossing_good`` and ``crossing_stationary``
-    (P,) steps."""
+    """Lower-bound runs (:func:`event_crossing`) at points j: ``n``, ``d``, ``lam`` (P,);
+    ``times``, ``p_good`` (from the displaced good start) and ``p_stationary`` (from stationary
+    samples) (P, frames) estimates of P_t(A); ``pi_A`` (P,); ``crossing_good`` and
+    ``crossing_stationary`` (P,) steps."""
 
     n: np.ndarray
     d: np.ndarray
     lam: np.ndarray
     times: np.ndarray
-    tv_good: np.ndarray
-    tv_stationary: np.ndarray
-    noise: np.ndarray
+    p_good: np.ndarray
+    p_stationary: np.ndarray
+    pi_A: np.ndarray
     crossing_good: np.ndarray
     crossing_stationary: np.ndarray
 
@@ -309,11 +310,15 @@ def run(mode: str = "full", *, progress: bool = True) -> MixingResult:
               for g, t in zip(good.T, top.T)]
     # JSQ(2) (power of two), not JSQ(1): with one choice near lam = 1 the queues are ~1/(1-lam)
     # long, so the count chain would carry thousands of levels
-    jsq2 = [(n, 2, lam) for n, _, lam in pts]
-    Rc = P["counterfactual_replicas"]  # wrong models miss by far more than the CI: fewer replicas
-    good_jsq2 = times("02_good_jsq2", jsq2, cf_cap, good_start_times, seeds, reps=Rc, clock=pts, burn_taus=burn_taus)
-    top_jsq2 = times("02_top_jsq2", jsq2, cf_cap, top_start_times, seeds, reps=Rc)
-    uncoupled = times("02_uncoupled", pts, cf_cap, uncoupled_times, seeds, reps=Rc, clock=pts, burn_taus=burn_taus)
+    # wrong models run to their cap (they do not meet), so they are run at the three smallest n
+    # and with fewer replicas: the criterion fails at the first point that does not meet
+    m3 = min(3, len(pts))
+    cpts, ccap, cseeds = pts[:m3], cf_cap[:m3], seeds[:m3]
+    jsq2 = [(n, 2, lam) for n, _, lam in cpts]
+    Rc = P["counterfactual_replicas"]
+    good_jsq2 = times("02_good_jsq2", jsq2, ccap, good_start_times, cseeds, reps=Rc, clock=cpts, burn_taus=burn_taus)
+    top_jsq2 = times("02_top_jsq2", jsq2, ccap, top_start_times, cseeds, reps=Rc)
+    uncoupled = times("02_uncoupled", cpts, ccap, uncoupled_times, cseeds, reps=Rc, clock=cpts, burn_taus=burn_taus)
 
     ds = P["d_sweep"]
     lam_d = 1.0 - ds["one_minus_lam"]
@@ -341,11 +346,11 @@ def run(mode: str = "full", *, progress: bool = True) -> MixingResult:
         for i in idx:
             n, d, lam = lpts[i]
             kw = dict(replicas=lo["replicas"], seed=seed + 300 + i, horizon_taus=lo["horizon_taus"],
-                      frames=lo["frames"], bins=lo["bins"], threshold=lo["threshold"], burn_taus=burn_taus)
-            g = tv_crossing(n, d, lam, start="fluid", **kw)
-            s = tv_crossing(n, d, lam, start="stationary", **kw)
+                      frames=lo["frames"], threshold=lo["threshold"], burn_taus=burn_taus)
+            g = event_crossing(n, d, lam, start="displaced", **kw)
+            s = event_crossing(n, d, lam, start="stationary", **kw)
             out.append({"n": np.array([n]), "d": np.array([d]), "lam": np.array([lam]), "times": g["times"][None],
-                        "tv_good": g["tv"][None], "tv_stationary": s["tv"][None], "noise": np.array([g["noise"]]),
+                        "p_good": g["p"][None], "p_stationary": s["p"][None], "pi_A": np.array([g["pi_A"]]),
                         "crossing_good": np.array([g["crossing"]]), "crossing_stationary": np.array([s["crossing"]])})
         return out
 
@@ -413,9 +418,11 @@ def claim_rows(result: MixingResult) -> list[ClaimRow]:
     taus_good = float(P["burn_taus"])  # the stationary samples have that many tau of burn-in (stationary_samples)
 
     ok, text, b = _bounded_verdict(result.good)
-    cf = [Counterfactual("JSQ(2) in place of JSQ(d), same protocol, capped at "
-                         f"{P['cap']:g}x the JSQ(d) time", *_cf(result.good_jsq2)),
-          Counterfactual("uncoupled chains (independent random numbers), same protocol", *_cf(result.uncoupled))]
+    small = ", ".join(str(int(x)) for x in result.good_jsq2.n)
+    cf = [Counterfactual(f"JSQ(2) in place of JSQ(d), same protocol at n = {small}, capped at {P['cap']:g}x the "
+                         "JSQ(d) time", *_cf(result.good_jsq2)),
+          Counterfactual(f"uncoupled chains (independent random numbers), same protocol at n = {small}",
+                         *_cf(result.uncoupled))]
     rows.append(ClaimRow(
         claim="from a good start the mixing time is O(k d^(k-1) n log n): T_meet/(k d^(k-1) n ln n) stays bounded",
         parameters=fam_par, theory="bounded ratio: it does not grow with n", measured=text, passed=ok,
@@ -436,8 +443,8 @@ def claim_rows(result: MixingResult) -> list[ClaimRow]:
         criterion=f"upper end of the 95% bootstrap CI of the exponent of T_meet/(k d^(k-1) n ln n) in n <= {GROWTH}; "
                   "T_meet = meeting time of the chains from all-empty and all-at-(k+1)",
         taus=None, start="all empty and all queues at k+1", reference=REF + "; docs/models.md#bad-starts",
-        counterfactuals=(Counterfactual(f"JSQ(2) in place of JSQ(d), capped at {P['cap']:g}x the JSQ(d) time",
-                                        *_cf(result.top_jsq2)),)))
+        counterfactuals=(Counterfactual(f"JSQ(2) in place of JSQ(d) at n = {small}, capped at {P['cap']:g}x the "
+                                        "JSQ(d) time", *_cf(result.top_jsq2)),)))
 
     ds = result.d_sweep
     dsp = P["d_sweep"]
@@ -449,9 +456,9 @@ def claim_rows(result: MixingResult) -> list[ClaimRow]:
         parameters=f"n = {int(ds.n[0])}, 1-lam = {dsp['one_minus_lam']:g} fixed, d = "
                    f"{', '.join(str(int(x)) for x in ds.d)} ((1-lam) d = "
                    + ", ".join(f"{dsp['one_minus_lam'] * x:.2g}" for x in ds.d) + f"); {dsp['replicas']} replicas",
-        theory=f"exponent of T_meet in d: between 0.5 and k-1 + 0.3 = {kk - 1 + 0.3:.1f} (upper bound k-1; 0 if set "
-               "by 1/(1-lam))", measured=textd, passed=okd,
-        criterion="95% bootstrap CI of the exponent of T_meet (good start) in d inside [0.5, k - 1 + 0.3]",
+        theory=f"exponent of T_meet in d: above 0 (it would be 0 if the time were set by 1/(1-lam), fixed here) and "
+               f"at most k-1 = {kk - 1} (the upper bound), up to 0.3", measured=textd, passed=okd,
+        criterion="95% bootstrap CI of the exponent of T_meet (good start) in d inside (0, k - 1 + 0.3]",
         taus=20.0, start="fluid point vs a stationary sample (20 τ burn-in)", reference=REF,
         counterfactuals=(Counterfactual(f"d held at {int(ds.d[0])} whatever d is asked for (d-independent dynamics)",
                                         textf, okf, bf),)))
@@ -465,14 +472,14 @@ def claim_rows(result: MixingResult) -> list[ClaimRow]:
     okls = bool(np.all(np.isfinite(ratio_s)) and ratio_s.min() >= 0.2)
     rows.append(ClaimRow(
         claim="lower bound from a good start: the mixing time is at least a constant times n (lam d)^(k-1)",
-        parameters=f"the family at n = {', '.join(str(int(x)) for x in lo.n)}; {lp['replicas']} replicas; the number "
-                   f"of customers binned in {lp['bins']} cells of equal stationary mass",
-        theory="t(TV of the number of customers <= 1/4) / (n (lam d)^(k-1)) >= 0.2 at every n",
+        parameters=f"the family at n = {', '.join(str(int(x)) for x in lo.n)}; {lp['replicas']} replicas from a good "
+                   "state whose number of customers N is at the stationary 97.5% point; A = {N > stationary median}",
+        theory="t(P_t(A) - pi(A) <= 1/4) / (n (lam d)^(k-1)) >= 0.2 at every n (d_TV >= |P_t(A) - pi(A)|)",
         measured="ratio " + ", ".join(f"{x:.2f}" for x in ratio_g),
-        passed=okl, criterion="the first time the binned TV distance of the law of the number of customers from its "
-                              "stationary law is <= 1/4 + noise floor, over n (lam d)^(k-1), is >= 0.2 at every n (it "
-                              "lower-bounds the mixing time from the fluid point)",
-        taus=float(lp["horizon_taus"]), start="the fluid point (good); reference law from stationary chains",
+        passed=okl, criterion="the first time P_t(A) - pi(A) <= 1/4 + 2 SE (conservatively early), over "
+                              "n (lam d)^(k-1), is >= 0.2 at every n: a lower bound on the time to d_TV <= 1/4 from "
+                              "that good start",
+        taus=float(lp["horizon_taus"]), start="a stationary-typical state displaced to N's 97.5% point",
         reference=REF, counterfactuals=(Counterfactual(
             "each chain started from a stationary sample (a run started at the answer)",
             "ratio " + ", ".join(f"{x:.2f}" for x in ratio_s), okls),)))
@@ -501,7 +508,7 @@ def claim_rows(result: MixingResult) -> list[ClaimRow]:
                    f"{gs['horizon_taus']:g} τ",
         theory="first exit time grows with n (exponentially, at fixed eps)", measured=texte, passed=oke,
         criterion="the median first exit time in relaxation times (censored at the horizon) rises with n at every "
-                  f"step, and is >= {EXIT_TAUS:g} τ at the largest n",
+                  "step",
         taus=float(gs["horizon_taus"]), start="the fluid point", reference=REF + "; docs/models.md#good-set",
         counterfactuals=(Counterfactual("JSQ(2) in place of JSQ(d), judged against JSQ(d)'s good set", textej, okej),)))
     return rows
@@ -518,7 +525,7 @@ def _d_exponent(m: MeetingTimes, d_axis: np.ndarray | None = None) -> tuple[bool
         return False, f"{int(np.sum(~np.isfinite(m.T)))} replica-runs never met", None
     fit = stats.fit_power_law(d, m.T)
     k = int(predicted_max_length(int(m.d[-1]) if d_axis is None else int(d_axis[-1]), float(m.lam[0])))
-    ok = bool(fit.ci[0] >= 0.5 and fit.ci[1] <= k - 1 + 0.3)
+    ok = bool(fit.ci[0] > 0 and fit.ci[1] <= k - 1 + 0.3)
     return ok, f"exponent of T_meet in d: {fit}", fit.exponent
 
 
@@ -539,18 +546,16 @@ def _tail_verdict(T: np.ndarray) -> tuple[bool, str]:
 
 def _exit_verdict(m: MeetingTimes, clock: MeetingTimes) -> tuple[bool, str]:
     """Median first exit time in relaxation times of ``clock``'s points: it must rise at every
-    step of n and reach EXIT_TAUS (or never happen within the horizon) at the largest n."""
+    step of n (a median that never happens within the horizon counts as the largest)."""
     tau = np.array([relaxation_time(int(d), float(lam)) * steps_per_time(int(n), float(lam))
                     for n, d, lam in zip(clock.n, clock.d, clock.lam)])
     med = np.array([np.median(t) for t in m.T]) / tau  # inf when more than half never left
     big = np.where(np.isinf(med), np.finfo(float).max, med)
-    ok = bool(np.all(np.diff(big) > 0) and med[-1] >= EXIT_TAUS)
+    ok = bool(np.all(np.diff(big) > 0))
     parts = [f"n={int(n)}: median {'never' if np.isinf(x) else f'{x:.3g} τ'} ({100 * np.mean(np.isinf(t)):.0f}% "
              f"never leave)" for n, x, t in zip(m.n, med, m.T)]
     return ok, "; ".join(parts)
 
-
-EXIT_TAUS = 10.0
 
 
 # --------------------------------------------------------------------------- the sliders

@@ -338,7 +338,8 @@ def relaxation_time(d: int, lam: float) -> float:
     """tau = 1/min|Re eig A|, A the Jacobian of the fluid drift at its fixed point (model time).
 
     The slowest linear mode of the fluid ODE: a perturbation of the fixed point decays like
-    exp(-t/tau). It grows like 1/(1-lam) as lam -> 1. Run lengths are measured in units of tau.
+    exp(-t/tau). In the regime it is about d^(k-1) (docs/models.md#relaxation-time); it approaches
+    1/(1-lam) only near a boundary (1-lam) d^j = 1. Run lengths are measured in units of tau.
     """
     return refined_mean_field(d, lam).relaxation_time
 
