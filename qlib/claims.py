@@ -5,7 +5,7 @@ Each study of :mod:`qlib.studies` (listed in :data:`STUDIES`) computes its numbe
 call the same two functions, so the table printed by ``python -m qlib reproduce`` and written
 to ``figures/claims.md`` by ``make figures`` shows the numbers the figures show.
 
-A row is one of two kinds (docs/models.md#claims-and-evidence):
+A row is one of three kinds (docs/models.md#claims-and-evidence):
 
 - ``"claim"``: a paper claim. It counts as evidence only if a deliberately wrong model would
   have failed it, so it carries ``counterfactuals``: the same criterion, computed the same way,
@@ -15,6 +15,9 @@ A row is one of two kinds (docs/models.md#claims-and-evidence):
   began).
 - ``"identity"``: exact bookkeeping that holds for every routing rule (E[u_1] = lam n,
   sum_j mu_j P_j = lam, closed-form identities): a check of the code, not of the paper.
+- ``"measurement"``: a number the papers do not predict sharply (the finite-n tail), measured
+  to a stated precision beside the theory that approximates it. It passes when the precision is
+  reached; no wrong model is required to fail, so it is reported, not counted as evidence.
 
 A claim row is *sound* when it passes, has at least one counterfactual, every counterfactual
 fails, and (for simulations) its runs cover at least :data:`MIN_TAUS` relaxation times.
@@ -34,7 +37,7 @@ STUDIES: dict[str, str] = {
     "heterogeneous servers": "qlib.studies.who_works_the_most",
 }
 
-KINDS = ("claim", "identity")
+KINDS = ("claim", "identity", "measurement")
 MIN_TAUS = 10.0
 
 
@@ -87,8 +90,9 @@ class ClaimRow:
     @property
     def sound(self) -> bool:
         """Evidence a referee accepts: a passing claim whose every counterfactual fails (and there
-        is one), run for at least MIN_TAUS relaxation times. Identities are sound when they pass."""
-        if self.kind == "identity":
+        is one), run for at least MIN_TAUS relaxation times. Identities and measurements are
+        sound when they pass."""
+        if self.kind != "claim":
             return self.passed
         return (self.passed and len(self.counterfactuals) > 0
                 and not any(c.passed for c in self.counterfactuals)
@@ -117,11 +121,13 @@ def _with_source(row: ClaimRow, title: str) -> ClaimRow:
 
 
 def summary(rows: list[ClaimRow]) -> str:
-    """One line: how many claims pass and are sound, how many identities pass."""
+    """One line: how many claims pass and are sound, how many identities and measurements pass."""
     c = [r for r in rows if r.kind == "claim"]
     i = [r for r in rows if r.kind == "identity"]
+    m = [r for r in rows if r.kind == "measurement"]
     return (f"{sum(r.passed for r in c)} of {len(c)} claims PASS ({sum(r.sound for r in c)} sound: every "
-            f"counterfactual fails); {sum(r.passed for r in i)} of {len(i)} identities PASS.")
+            f"counterfactual fails); {sum(r.passed for r in i)} of {len(i)} identities PASS"
+            + (f"; {sum(r.passed for r in m)} of {len(m)} measurements reach their precision." if m else "."))
 
 
 def _cf_text(r: ClaimRow) -> str:
@@ -135,6 +141,7 @@ def to_markdown(rows: list[ClaimRow]) -> str:
     out = [summary(rows), ""]
     claims = [(i, r) for i, r in enumerate(rows, 1) if r.kind == "claim"]
     idents = [(i, r) for i, r in enumerate(rows, 1) if r.kind == "identity"]
+    measures = [(i, r) for i, r in enumerate(rows, 1) if r.kind == "measurement"]
     if claims:
         out += ["### Claims", "",
                 "| # | source | claim | parameters | start, relaxation times | theory | measured (± 95% CI) "
@@ -145,6 +152,18 @@ def to_markdown(rows: list[ClaimRow]) -> str:
             verdict = f"**{r.verdict}**" + ("" if r.sound or not r.passed else " (not sound)")
             out.append(f"| {i} | {r.source} | {_md(r.claim)} | {_md(r.parameters)} | {_md(run)} | "
                        f"{_md(r.theory)} | {_md(r.measured)} | {_md(r.criterion)} | {_md(_cf_text(r))} | {verdict} |")
+        out.append("")
+    if measures:
+        out += ["### Measurements (numbers the papers do not predict sharply, to a stated precision beside the "
+                "theory that approximates them; not counted as evidence)", "",
+                "| # | source | quantity | parameters | start, relaxation times | theory | measured (± 95% CI) "
+                "| criterion | controls | result |",
+                "|---|---|---|---|---|---|---|---|---|---|"]
+        for i, r in measures:
+            run = "—" if r.taus is None else f"{r.start or '?'}; {r.taus:.0f} τ"
+            out.append(f"| {i} | {r.source} | {_md(r.claim)} | {_md(r.parameters)} | {_md(run)} | "
+                       f"{_md(r.theory)} | {_md(r.measured)} | {_md(r.criterion)} | {_md(_cf_text(r))} | "
+                       f"**{r.verdict}** |")
         out.append("")
     if idents:
         out += ["### Identities (bookkeeping: they hold for every routing rule, so they check the code, "
@@ -160,10 +179,10 @@ def to_markdown(rows: list[ClaimRow]) -> str:
 
 def to_text(rows: list[ClaimRow]) -> str:
     """A compact plain-text table for terminals."""
-    lines = [f"{'#':>2}  {'result':6}  {'kind':8}  claim  [parameters]  theory | measured"]
+    lines = [f"{'#':>2}  {'result':6}  {'kind':11}  claim  [parameters]  theory | measured"]
     for i, r in enumerate(rows, 1):
         flag = "" if r.sound or not r.passed else "  (not sound: a wrong model passes too, or too short)"
-        lines.append(f"{i:>2}  {r.verdict:6}  {r.kind:8}  {r.claim}  [{r.parameters}]  {r.theory} | {r.measured}{flag}")
+        lines.append(f"{i:>2}  {r.verdict:6}  {r.kind:11}  {r.claim}  [{r.parameters}]  {r.theory} | {r.measured}{flag}")
     lines.append(summary(rows))
     return "\n".join(lines)
 

@@ -51,3 +51,12 @@ def test_markdown_puts_claims_and_identities_in_separate_sections():
     data = json.loads(claims.to_json(rows))
     assert data[0]["kind"] == "claim" and data[0]["sound"] and data[0]["counterfactuals"][0]["passed"] is False
     assert data[1]["kind"] == "identity"
+
+
+def test_measurements_have_their_own_section_and_are_not_counted_as_claims():
+    rows = [claims.ClaimRow("a claim", "p", "t", "m", True, counterfactuals=(claims.Counterfactual("w", "0", False),)),
+            claims.ClaimRow("a tail", "p", "t", "m", False, kind="measurement")]
+    md = claims.to_markdown(rows)
+    assert md.index("### Claims") < md.index("a claim") < md.index("### Measurements") < md.index("a tail")
+    assert "1 of 1 claims PASS (1 sound" in md and "0 of 1 measurements reach their precision" in md
+    assert claims.ClaimRow("t", "p", "t", "m", True, kind="measurement").sound

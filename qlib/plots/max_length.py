@@ -15,6 +15,7 @@ from matplotlib.colors import BoundaryNorm
 
 from qlib.studies.max_length import Estimates, FromEmptyRun, InteractiveRun, MaxLengthResult, ProfileView
 from qlib.supermarket.theory import asymptotic_profile, fluid_fixed_point
+from qlib.supermarket.refined import refined_mean_field
 
 
 def _k_map(ax, eps_range, d_range, kmax: int = 8):
@@ -88,7 +89,7 @@ def profiles_figure(result: MaxLengthResult):
     """(b) The fraction of queues at each length: the sweep at d = 100 as (1-lam) d -> 0 (first
     panels), the k = 3 profile point, and the boundary case."""
     sw = result.sweep
-    panels = [(sw, j, f"d={int(sw.d[j])}, 1-lam={1 - sw.lam[j]:.1g}: (1-lam)d = {(1 - sw.lam[j]) * sw.d[j]:.2g}")
+    panels = [(sw, j, f"n={int(sw.n[j])}, d={int(sw.d[j])}, 1-lam={1 - sw.lam[j]:.1g}: (1-lam)d = {(1 - sw.lam[j]) * sw.d[j]:.2g}")
               for j in range(sw.n.size)]
     pr, bd = result.profile, result.boundary
     panels.append((pr, 0, f"k = 3: d={int(pr.d[0])}, 1-lam={1 - pr.lam[0]:.1g}"))
@@ -128,8 +129,8 @@ def concentration_figure(result: MaxLengthResult):
 
 def finite_n_figure(result: MaxLengthResult):
     """(d) The equilibrium tail E[u_3]/n against n at lam = 0.999, d = 100, as a multiple of the
-    fluid value: converged estimates (95% CI), the refined mean field of order 1/n and 1/n^2, the
-    independent measurement at n = 1e5, and the short run from the fluid point."""
+    fluid value: converged estimates (95% CI), the refined mean field of order 1/n and 1/n^2 (curves),
+    the independent measurement at n = 1e5, and the short run from the fluid point."""
     fn = result.finite_n
     lv = result.parameters["finite_n"]["level"]
     fl = float(result.refined[0, 0])
@@ -137,13 +138,19 @@ def finite_n_figure(result: MaxLengthResult):
     y = fn.tail[:, lv] / fl
     ax.errorbar(fn.n, y, yerr=[y - fn.tail_low[:, lv] / fl, fn.tail_high[:, lv] / fl - y], fmt="o", ms=6,
                 capsize=3, color="C3", label="estimate_equilibrium (from empty, 20 τ burn-in; 95% CI)")
-    ax.plot(fn.n, result.refined[:, 1] / fl, "^--", color="C0", label="refined mean field, order 1/n")
-    ax.plot(fn.n, result.refined[:, 2] / fl, "v--", color="C2", label="refined mean field, order 1/n²")
+    # the refined mean fields as curves over n (cheap: one fixed point and its derivatives)
+    grid = np.geomspace(min(float(fn.n.min()), 1e3), 1e5, 30)
+    d, lam = int(fn.d[0]), float(fn.lam[0])
+    for order, mk, c in ((1, "--", "C0"), (2, "-.", "C2")):
+        r = refined_mean_field(d, lam, order=order)
+        ax.plot(grid, [r.tail_fraction(int(x))[lv] / fl for x in grid], mk, color=c,
+                label=f"refined mean field, order 1/n{'²' if order == 2 else ''}")
     ax.axhline(1.0, color="k", lw=1, ls=":", label="fluid fixed point")
-    big = float(fn.n.max())
-    ax.fill_between([big / 1.3, big * 1.3], 25, 45, color="grey", alpha=0.3, label="independent codes (25-45x)")
+    ax.fill_between([1e5 / 1.3, 1e5 * 1.3], 25, 45, color="grey", alpha=0.3,
+                    label="independent codes at n = 1e5, ~1200 τ (25-45x)")
     sh = result.finite_n_short["tail"] / fl
-    ax.errorbar([big * 1.15], [sh.mean()], yerr=[1.96 * sh.std(ddof=1) / math.sqrt(sh.size)], fmt="x", color="k",
+    n_sh = float(result.finite_n_short["n"])
+    ax.errorbar([n_sh * 1.15], [sh.mean()], yerr=[1.96 * sh.std(ddof=1) / math.sqrt(sh.size)], fmt="x", color="k",
                 ms=8, capsize=3, label="4.4 τ from the fluid point (old protocol)")
     ax.set(xscale="log", yscale="log", xlabel="n (queues)", ylabel="E[u_3]/n ÷ fluid s_3",
            title=f"Finite-n tail at length 3 (lam = {float(fn.lam[0])}, d = {int(fn.d[0])})")
