@@ -138,3 +138,23 @@ def test_study_shape_and_rows(smoke):
     assert [r for r in rows if r.kind == "identity"][0].passed
     # every run started from empty and burnt in for 20 tau
     assert np.all(smoke.max.burn_taus >= 19.9) and np.all(smoke.sweep.taus >= eq.PARAMETERS["smoke"]["batch_taus"] - 0.1)
+
+
+def test_figures_draw_from_the_result_even_with_empty_levels(smoke):
+    """Every figure of the study draws from the result; a level with no queues (p = -0.0, its CI a
+    rounding error below the clipped value of the log axis) must not give negative error bars."""
+    import dataclasses
+
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from qlib.plots import max_length as P
+
+    sw = smoke.sweep
+    p, hi = sw.p.copy(), sw.p_high.copy()
+    p[:, 3:], hi[:, 3:] = -0.0, 1e-12  # every level above k = 2
+    odd = dataclasses.replace(smoke, sweep=dataclasses.replace(sw, p=p, p_high=hi))
+    for fig in (P.regime_map_figure(odd), P.profiles_figure(odd), P.concentration_figure(odd), P.finite_n_figure(odd)):
+        assert fig.axes
+        plt.close(fig)

@@ -68,6 +68,12 @@ def regime_map_figure(result: MaxLengthResult):
     return fig
 
 
+def _yerr(y: np.ndarray, low: np.ndarray, high: np.ndarray) -> np.ndarray:
+    """Error bars (2, m) from a CI [low, high] around y, never negative (y may be clipped for a
+    log axis, or sit a rounding error outside its CI)."""
+    return np.maximum(np.vstack([y - low, high - y]), 0.0)
+
+
 def _profile_panel(ax, e: Estimates, j: int, title: str):
     d, lam, k = int(e.d[j]), float(e.lam[j]), int(e.k[j])
     L = min(k + 3, e.p.shape[1] - 1)
@@ -75,7 +81,7 @@ def _profile_panel(ax, e: Estimates, j: int, title: str):
     s = fluid_fixed_point(d, lam, L + 1)
     fl = s[:-1] - s[1:]
     y = np.maximum(e.p[j, : L + 1], 1e-9)
-    err = np.vstack([y - np.maximum(e.p_low[j, : L + 1], 1e-10), np.maximum(e.p_high[j, : L + 1], 1e-10) - y])
+    err = _yerr(y, e.p_low[j, : L + 1], e.p_high[j, : L + 1])
     ax.errorbar(i, y, yerr=err, fmt="o", color="C3", ms=4, capsize=3, label=f"simulation, n = {int(e.n[j])} (95% CI)")
     ax.plot(i, np.maximum(fl, 1e-300), "k_", ms=16, mew=2, label="fluid fixed point (n -> oo)")
     a = asymptotic_profile(d, lam)
@@ -116,7 +122,7 @@ def concentration_figure(result: MaxLengthResult):
         y = np.array([e.max_dist[j, int(e.k[j]) + off] for j in range(e.n.size)])
         lo = np.array([e.max_low[j, int(e.k[j]) + off] for j in range(e.n.size)])
         hi = np.array([e.max_high[j, int(e.k[j]) + off] for j in range(e.n.size)])
-        ax.errorbar(e.n, y, yerr=[y - lo, hi - y], fmt="o-", color=c, capsize=3, label=lab + " (95% CI)")
+        ax.errorbar(e.n, y, yerr=_yerr(y, lo, hi), fmt="o-", color=c, capsize=3, label=lab + " (95% CI)")
     pk = np.array([e.p[j, int(e.k[j])] for j in range(e.n.size)])
     ax.plot(e.n, pk, "s--", color="C2", label="fraction of queues at k")
     ax.set(xscale="log", ylim=(-0.02, 1.05), xlabel="n (queues)", ylabel="fraction",
@@ -136,7 +142,7 @@ def finite_n_figure(result: MaxLengthResult):
     fl = float(result.refined[0, 0])
     fig, ax = plt.subplots(figsize=(6.6, 4.4))
     y = fn.tail[:, lv] / fl
-    ax.errorbar(fn.n, y, yerr=[y - fn.tail_low[:, lv] / fl, fn.tail_high[:, lv] / fl - y], fmt="o", ms=6,
+    ax.errorbar(fn.n, y, yerr=_yerr(y, fn.tail_low[:, lv] / fl, fn.tail_high[:, lv] / fl), fmt="o", ms=6,
                 capsize=3, color="C3", label="estimate_equilibrium (from empty, 20 τ burn-in; 95% CI)")
     # the refined mean fields as curves over n (cheap: one fixed point and its derivatives)
     grid = np.geomspace(min(float(fn.n.min()), 1e3), 1e5, 30)
