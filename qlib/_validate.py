@@ -22,9 +22,12 @@ def real(name: str, value: object, *, low: float | None = None, high: float | No
     """A finite real in the interval given by ``low``/``high`` (open ends by default)."""
     if isinstance(value, np.ndarray) and value.shape == ():
         value = value.item()
-    if not _is_number(value) or math.isnan(float(value)) or math.isinf(float(value)):
+    try:
+        v = float(value) if _is_number(value) else math.nan
+    except OverflowError:  # an int beyond float64
+        v = math.inf
+    if math.isnan(v) or math.isinf(v):
         raise ValueError(f"{name} must be a finite real number{_range(low, high, low_open, high_open)}; got {value!r}")
-    v = float(value)
     if low is not None and (v <= low if low_open else v < low):
         raise ValueError(f"{name} must be{_range(low, high, low_open, high_open)}; got {v!r}")
     if high is not None and (v >= high if high_open else v > high):
@@ -32,8 +35,16 @@ def real(name: str, value: object, *, low: float | None = None, high: float | No
     return v
 
 
+#: The implicit bound on |value| of :func:`integer`.
+HUGE_INT = 10**50
+
+
 def integer(name: str, value: object, *, low: int | None = None, high: int | None = None) -> int:
-    """An integer in [low, high] (closed). Floats that are whole numbers are accepted."""
+    """An integer in [low, high] (closed). Floats that are whole numbers are accepted.
+
+    Whatever ``high``, |value| <= HUGE_INT (1e50): far beyond any run (the memory and work
+    checks reject what is merely large, saying why), and small enough that their float
+    arithmetic cannot overflow."""
     if isinstance(value, np.ndarray) and value.shape == ():
         value = value.item()
     ok = isinstance(value, numbers.Integral) and not isinstance(value, bool)
@@ -45,6 +56,8 @@ def integer(name: str, value: object, *, low: int | None = None, high: int | Non
     v = int(value)
     if (low is not None and v < low) or (high is not None and v > high):
         raise ValueError(f"{name} must be an integer{bounds}; got {v!r}")
+    if abs(v) > HUGE_INT:
+        raise ValueError(f"{name} must be an integer{bounds}, of magnitude at most 1e50; got {v!r}")
     return v
 
 

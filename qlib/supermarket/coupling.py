@@ -373,7 +373,7 @@ def tv_distance(samples: Any, reference: Any, *, reference_is_pmf: bool = False,
         raise ValueError("samples must be a finite real array with replicas on the last axis")
     try:
         ref = np.asarray(reference, dtype=float)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         raise ValueError(f"reference must be a real array; got {type(reference).__name__}") from None
     reference_is_pmf = _bool("reference_is_pmf", reference_is_pmf)
 
@@ -419,7 +419,7 @@ def tv_noise_floor(pmf: Any, size: int, reference_size: int | None = None) -> fl
     """
     try:
         p = np.asarray(pmf, dtype=float)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         raise ValueError(f"pmf must be an array of probabilities in [0, 1]; got {type(pmf).__name__}") from None
     if np.any(~np.isfinite(p)) or np.any(p < 0) or np.any(p > 1):
         raise ValueError("pmf must hold probabilities in [0, 1]")

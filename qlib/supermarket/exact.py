@@ -534,7 +534,8 @@ def exact_equilibrium(n: int, d: int, lam: float, *, levels: int | None = None,
         occ = np.zeros(C + 2)  # E[#queues with length l], l = 0..C
         for j in range(n):
             occ += np.bincount(box.A[:, j], weights=x, minlength=C + 2)[: C + 2]
-        tail = np.cumsum(occ[::-1])[::-1] / n  # E[u_l]/n, l = 0..C+1
+        tail = np.minimum(np.cumsum(occ[::-1])[::-1] / n, 1.0)  # E[u_l]/n, l = 0..C+1
+        tail[0] = 1.0  # u_0 = n in every state (x sums to 1 only to round-off)
         max_law = np.bincount(box.M, weights=x, minlength=C + 1)[: C + 1]
         spread_law = np.bincount(box.M - box.A[:, 0], weights=x, minlength=C + 1)[: C + 1]
         mass = float(x[box.boundary].sum())

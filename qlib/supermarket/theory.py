@@ -52,13 +52,13 @@ def check_parameters(n: int | None, d: int, lam: float | None = None, replacemen
                      one_minus_lam: float | None = None) -> tuple[int | None, int, float, bool]:
     """The one check of the supermarket model's parameters (n, d, lam, replacement).
 
-    ``n`` >= 1 queues (None for the n -> oo theory, allowed only with replacement), ``d`` in
+    ``n`` in [1, 2^63 - 1] queues (None for the n -> oo theory, allowed only with replacement), ``d`` in
     [1, 2^63 - 1] choices, arrival rate ``lam`` in (0, 1) (or ``one_minus_lam``, exclusively),
     ``replacement`` a bool, and d <= n when sampling without replacement. Raises ValueError
     naming the parameter and its allowed range. Returns (n, d, lam, replacement).
     """
     if n is not None:
-        n = V.integer("n", n, low=1)
+        n = V.integer("n", n, low=1, high=MAX_D)
     d = V.integer("d", d, low=1, high=MAX_D)
     lam, _ = arrival_rate(lam, one_minus_lam)
     if not isinstance(replacement, (bool, np.bool_)):
@@ -83,7 +83,7 @@ def steps_per_time(n: int, lam: float) -> float:
 def _fractions(name: str, s) -> np.ndarray:
     try:
         a = np.asarray(s, dtype=float)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         raise ValueError(f"{name} must be an array of fractions in [0, 1]; got {s!r}") from None
     if np.any(~np.isfinite(a)) or np.any(a < 0) or np.any(a > 1):
         raise ValueError(f"{name} must hold finite fractions in [0, 1]; got {s!r}")
@@ -101,9 +101,9 @@ def all_sampled_at_least(s, d: int, *, replacement: bool = True, n: int | None =
     if replacement:
         return s**d
     u = np.rint(s * n)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        logg = gammaln(u + 1) - gammaln(u - d + 1) - gammaln(n + 1) + gammaln(n - d + 1)
-    return np.where(u >= d, np.exp(np.where(u >= d, logg, 0.0)), 0.0)
+    # falling factorials in Stirling differences: plain lgamma differences lose all digits at n ~ 1e12
+    logg = _log_falling(np.where(u >= d, u, d), d) - _log_falling(n, d)
+    return np.where(u >= d, np.exp(np.minimum(logg, 0.0)), 0.0)
 
 
 #: Beyond this d the falling factorial of :func:`_g_cont` is summed in logs (O(1), not O(d) memory).
@@ -226,11 +226,15 @@ def fluid_drift(s: np.ndarray, d: int, lam: float | None = None, *, one_minus_la
     n, d, lam, replacement = check_parameters(n, d, lam, replacement, one_minus_lam=one_minus_lam)
     try:
         a = np.asarray(s, dtype=float)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         raise ValueError(f"s must be a 1-D vector of finite reals s_1..s_L; got {s!r}") from None
     if a.ndim != 1 or np.any(~np.isfinite(a)):
         raise ValueError(f"s must be a 1-D vector of finite reals s_1..s_L; got {s!r}")
     return _drift(a, d, lam, replacement, n)
+
+
+#: Spans up to this are one Euler step in :func:`fluid_trajectory` (LSODA hangs below ~1e-160).
+_TINY_SPAN = 1e-100
 
 
 def fluid_trajectory(d: int, lam: float | None = None, times=None, initial=None, *,
@@ -240,18 +244,20 @@ def fluid_trajectory(d: int, lam: float | None = None, times=None, initial=None,
 
     ``initial`` is the vector s_0..s_L (s_0 = 1, non-increasing, in [0, 1]); the returned array
     has shape (len(times), L+1) with s_0 = 1 in column 0. Time is in the model's units
-    (one unit = mean service time). ``rtol`` in (0, 1) and ``atol`` > 0 are the solver's
-    tolerances.
+    (one unit = mean service time). ``rtol`` in [1e-13, 1) and ``atol`` > 0 are the solver's
+    tolerances (scipy raises a smaller rtol to about 2.2e-14 with a warning). When the last
+    time is at most 1e-100 (0 included) one Euler step replaces the solver: its error, of
+    order t^2, is far below any tolerance.
     """
     n, d, lam, replacement = check_parameters(n, d, lam, replacement, one_minus_lam=one_minus_lam)
-    rtol = V.real("rtol", rtol, low=0.0, high=1.0)
+    rtol = V.real("rtol", rtol, low=1e-13, high=1.0, low_open=False)
     atol = V.real("atol", atol, low=0.0)
     if times is None or initial is None:
         raise ValueError("times and initial are required: a 1-D array of times and a vector s_0..s_L")
     try:
         times = np.asarray(times, dtype=float)
         s0 = np.asarray(initial, dtype=float)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         raise ValueError("times and initial must be real arrays: a 1-D array of times and a vector s_0..s_L; "
                          f"got times={times!r}, initial={initial!r}") from None
     if times.ndim != 1 or times.size == 0 or np.any(~np.isfinite(times)) or np.any(times < 0) \
@@ -261,12 +267,16 @@ def fluid_trajectory(d: int, lam: float | None = None, times=None, initial=None,
         raise ValueError(f"initial must be a 1-D vector s_0..s_L with L >= 1; got shape {s0.shape}")
     if abs(s0[0] - 1.0) > 1e-12 or np.any(s0 < 0) or np.any(s0 > 1) or np.any(np.diff(s0) > 1e-12):
         raise ValueError("initial must have s_0 = 1 and be non-increasing in [0, 1]")
+    if times[-1] <= _TINY_SPAN:  # LSODA returns nothing for an empty span and hangs on a tiny one
+        s = s0[1:] + times[:, None] * _drift(s0[1:], d, lam, replacement, n)[None, :]
+        return np.concatenate([np.ones((times.size, 1)), np.clip(s, 0.0, 1.0)], axis=1)
+    t_eval, where = np.unique(times, return_inverse=True)  # solve_ivp wants increasing times
     sol = solve_ivp(lambda t, y: _drift(y, d, lam, replacement, n),
-                    (0.0, float(times[-1])), s0[1:], t_eval=times, method="LSODA",
+                    (0.0, float(times[-1])), s0[1:], t_eval=t_eval, method="LSODA",
                     rtol=rtol, atol=atol)
     if not sol.success:
         raise RuntimeError(f"fluid ODE solver failed: {sol.message}")
-    return np.concatenate([np.ones((times.size, 1)), sol.y.T], axis=1)
+    return np.concatenate([np.ones((times.size, 1)), sol.y.T[where.reshape(-1)]], axis=1)
 
 
 def asymptotic_profile(d: int, lam: float | None = None, levels: int | None = None, *,
