@@ -11,7 +11,7 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterator
 
 import numpy as np
 import pytest
@@ -39,3 +39,12 @@ def run_on_devices(tmp_path: Path) -> Callable[[int, str], dict[str, np.ndarray]
             return {k: z[k] for k in z.files}
 
     return run
+
+
+@pytest.fixture(scope="module")
+def fresh_cache(tmp_path_factory) -> Iterator[Path]:
+    """A module's own empty result cache (QLIB_CACHE), so a study's smoke run computes every point."""
+    path = tmp_path_factory.mktemp("cache")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("QLIB_CACHE", str(path))
+        yield path

@@ -68,18 +68,8 @@ def test_good_set_exits_limits():
 
 
 @pytest.fixture(scope="module")
-def smoke(tmp_path_factory):
-    import os
-
-    old = os.environ.get("QLIB_CACHE")
-    os.environ["QLIB_CACHE"] = str(tmp_path_factory.mktemp("cache"))
-    try:
-        return study.run("smoke", progress=False)
-    finally:
-        if old is None:
-            os.environ.pop("QLIB_CACHE")
-        else:
-            os.environ["QLIB_CACHE"] = old
+def smoke(fresh_cache):
+    return study.run("smoke", progress=False)
 
 
 def test_study_shape_and_rows(smoke):
