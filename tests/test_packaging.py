@@ -34,3 +34,17 @@ def test_readme_gives_the_two_commands():
 
 def test_ci_runs_make_test():
     assert "make test" in (ROOT / ".ci" / "run").read_text()
+
+
+def test_every_function_the_readme_names_exists():
+    """The README's examples and API list name functions as sm.X / het.X / qlib.<module>.X: each
+    must exist (a renamed or unexported function would break a new user's first call)."""
+    import importlib
+
+    text = (ROOT / "README.md").read_text()
+    alias = {"sm": "qlib.supermarket", "het": "qlib.heterogeneous"}
+    names = {(alias[a], f) for a, f in re.findall(r"\b(sm|het)\.([A-Za-z_]\w*)\(", text)}
+    names |= set(re.findall(r"`(qlib(?:\.[a-z_]+)+)\.([A-Za-z_]\w*)\(", text))
+    assert len(names) >= 10
+    missing = [f"{m}.{f}" for m, f in sorted(names) if not hasattr(importlib.import_module(m), f)]
+    assert not missing, missing

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 import qlib.supermarket as sm
+from qlib import stats
 from qlib.supermarket.equilibrium import default_level, estimate_equilibrium, estimate_equilibrium_many
 
 WIDEN = 5 / 1.96  # a 95% half-width is ~1.96 SE; compare within ~5 SE
@@ -85,3 +86,22 @@ def test_default_level_and_bad_input():
         estimate_equilibrium(4, 2, 0.8, replicas=1)
     with pytest.raises(ValueError, match="lam"):
         estimate_equilibrium(4, 2, 1.2)
+
+
+def test_a_short_run_from_the_fluid_point_reads_low_and_the_estimate_does_not():
+    """At lam = 0.999, d = 100, n = 1000 the tail at length 3 is carried by slow excursions: a run
+    started at the fluid fixed point (whose s_3 is 4e-5) and measured for 4.4 relaxation times
+    reads it several times too low; the estimate (from empty, 20 tau burn-in, batches of 20 tau)
+    does not. The two 95% intervals are disjoint."""
+    from qlib.supermarket.theory import steps_per_time
+
+    n, d, lam = 1000, 100, 0.999
+    e = sm.estimate_equilibrium(n, d, lam, rel_error=0.25, level=3, seed=1, burn_in="tau")
+    assert e.converged and e.relaxation_times >= 40 - 1e-6
+    per_tau = sm.relaxation_time(d, lam) * steps_per_time(n, lam)
+    short = sm.simulate(n, d, lam, steps=int(4.4 * per_tau), burn_in=int(per_tau), replicas=8, seed=2,
+                        initial="fluid")
+    st = stats.replica_mean(short.tail_fraction[:, 3])
+    lo, hi = st.interval()
+    assert hi < e.ci_low[3], (float(st.mean), float(hi), e.ci_low[3], e.tail_fraction[3])
+    assert e.tail_fraction[3] > 3 * float(st.mean)

@@ -13,7 +13,10 @@ Public API:
   :func:`asymptotic_profile` — the theory;
 - :func:`exact_equilibrium`, :func:`exact_tail_fraction` — exact stationary law for small n,
   the test oracle;
-- :func:`direct_simulation` — a plain queue-vector simulation, the reference for tests.
+- :func:`direct_simulation` — a plain queue-vector simulation, the reference for tests;
+- :func:`estimate_equilibrium` (and ``_many``) — equilibrium estimates with certified burn-in,
+  batch means and a sequential stop; :func:`refined_mean_field`, :func:`relaxation_time`;
+- :func:`meeting_times` (and ``_many``), :func:`coupled_paths` — the monotone coupling.
 """
 
 from qlib.supermarket.simulation import (
@@ -51,6 +54,10 @@ from qlib.supermarket.coupling import (  # noqa: E402
 __all__ += ["meeting_times", "meeting_times_many", "coupled_paths", "exact_coupling", "l1_distance", "tv_distance", "tv_noise_floor"]
 
 # Equilibrium, maximum queue length, refined mean field (notebook 01).
-from qlib.supermarket.refined import RefinedMeanField, refined_mean_field  # noqa: E402
+from qlib.supermarket.refined import RefinedMeanField, refined_mean_field, relaxation_time  # noqa: E402
+from qlib.supermarket.equilibrium import (  # noqa: E402
+    EquilibriumEstimate, estimate_equilibrium, estimate_equilibrium_many,
+)
 
-__all__ += ["RefinedMeanField", "refined_mean_field"]
+__all__ += ["RefinedMeanField", "refined_mean_field", "relaxation_time",
+            "EquilibriumEstimate", "estimate_equilibrium", "estimate_equilibrium_many"]
