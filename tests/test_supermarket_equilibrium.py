@@ -69,6 +69,18 @@ def test_burn_in_choice_is_recorded():
     assert coupled.burn_in_method.startswith("coupling")
 
 
+def test_burn_in_length_and_per_point_caps():
+    e = estimate_equilibrium(4, 2, 0.8, rel_error=0.2, seed=1, burn_in="tau", burn_taus=5.0)
+    assert "5 tau" in e.burn_in_method and e.burn_in == int(np.ceil(5 * e.relaxation_time * 1.8 * 4))
+    # rel_error 1e-9 is not reached: each point stops at its own cap, in whole batches
+    caps = [3, 5]
+    many = estimate_equilibrium_many([(4, 2, 0.8), (6, 2, 0.8)], rel_error=1e-9, seeds=[1, 2], burn_in="tau",
+                                     tau=1.0, max_steps=[c * int(np.ceil(20 * 1.8 * n)) for c, n in zip(caps, (4, 6))])
+    assert [m.batches for m in many] == caps and not any(m.converged for m in many)
+    with pytest.raises(ValueError, match="max_steps"):
+        estimate_equilibrium_many([(4, 2, 0.8), (6, 2, 0.8)], max_steps=[10, 10, 10])
+
+
 def test_fixed_batches_and_a_foreign_clock():
     e = estimate_equilibrium_many([(4, 1, 0.8)], batches=3, tau=2.0, seeds=[1])[0]
     assert e.batches == 3 and e.relaxation_time == 2.0

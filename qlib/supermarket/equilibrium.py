@@ -156,14 +156,15 @@ def _lag1(x: np.ndarray) -> float:
 def estimate_equilibrium(n: int, d: int, lam: float, *, rel_error: float = 0.1,
                          level: int | None = None, max_steps: int | None = None, seed: int = 0,
                          replacement: bool = True, replicas: int = 8, burn_in: str = "auto",
-                         batch_taus: float = BATCH_TAUS, min_batches: int = 2, batches: int | None = None,
+                         burn_taus: float = BURN_IN_TAUS, batch_taus: float = BATCH_TAUS, min_batches: int = 2,
+                         batches: int | None = None,
                          progress: bool | None = None) -> EquilibriumEstimate:
     """Estimate the stationary E[u_i]/n and the law of the longest queue of the supermarket model.
 
     ``n`` queues, ``d`` choices, arrival rate ``lam`` per queue, sampling with ``replacement``.
     Runs ``replicas`` chains from empty, burns in (``burn_in``: "coupling" certifies it by the
-    monotone coupling, "tau" uses 20 relaxation times, "auto" takes the coupling if it certifies
-    a burn-in shorter than 20 tau, else 20 tau), then adds batches of ``batch_taus`` tau until
+    monotone coupling, "tau" uses ``burn_taus`` (20) relaxation times, "auto" takes the coupling
+    if it certifies a burn-in shorter than that, else ``burn_taus``), then adds batches of ``batch_taus`` tau until
     the 95% CI half-width of E[u_level]/n is <= ``rel_error`` x the estimate (``level``
     default: :func:`default_level`) with at least ``min_batches`` batches per replica, or
     ``max_steps`` measured steps per replica (default: 200 batches) are spent; with ``batches``
@@ -172,14 +173,17 @@ def estimate_equilibrium(n: int, d: int, lam: float, *, rel_error: float = 0.1,
     """
     return estimate_equilibrium_many([(n, d, lam)], rel_error=rel_error, level=level,
                                      max_steps=max_steps, seeds=[seed], replacement=replacement,
-                                     replicas=replicas, burn_in=burn_in, batch_taus=batch_taus,
-                                     min_batches=min_batches, batches=batches, progress=progress)[0]
+                                     replicas=replicas, burn_in=burn_in, burn_taus=burn_taus,
+                                     batch_taus=batch_taus, min_batches=min_batches, batches=batches,
+                                     progress=progress)[0]
 
 
 def estimate_equilibrium_many(points: Sequence[tuple[int, int, float]], *, rel_error: float = 0.1,
-                              level: int | Sequence[int] | None = None, max_steps: int | None = None,
+                              level: int | Sequence[int] | None = None,
+                              max_steps: int | Sequence[int] | None = None,
                               seeds: Sequence[int] | None = None, replacement: bool = True,
-                              replicas: int = 8, burn_in: str = "auto", batch_taus: float = BATCH_TAUS,
+                              replicas: int = 8, burn_in: str = "auto", burn_taus: float = BURN_IN_TAUS,
+                              batch_taus: float = BATCH_TAUS,
                               min_batches: int = 2, batches: int | None = None,
                               tau: float | Sequence[float] | None = None,
                               progress: bool | None = None) -> list[EquilibriumEstimate]:
@@ -187,7 +191,8 @@ def estimate_equilibrium_many(points: Sequence[tuple[int, int, float]], *, rel_e
     unconverged point as lanes of one kernel (:func:`qlib.supermarket.simulate_many`). Point p
     with seed ``seeds[p]`` (default p) gives exactly the numbers of the single-point call.
     ``batches``: run exactly that many batches per replica instead of stopping sequentially.
-    ``tau``: the relaxation time(s) that size burn-in and batches (default: each point's own,
+    ``max_steps``: one cap, or one per point. ``burn_taus``: the burn-in (and the limit of a
+    certified one) in tau. ``tau``: the relaxation time(s) that size burn-in and batches (default: each point's own,
     :func:`qlib.supermarket.relaxation_time`); a deliberately wrong model is run with the right
     model's tau, so that it gets the same number of steps."""
     pts = [check_parameters(n, d, lam, replacement)[:3] for n, d, lam in points]
@@ -198,6 +203,7 @@ def estimate_equilibrium_many(points: Sequence[tuple[int, int, float]], *, rel_e
     replicas = V.integer("replicas", replicas, low=2)
     min_batches = V.integer("min_batches", min_batches, low=1)
     batch_taus = V.real("batch_taus", batch_taus, low=0.0)
+    burn_taus = V.real("burn_taus", burn_taus, low=0.0)
     V.choice("burn_in", burn_in, ("auto", "coupling", "tau"))
     seeds = list(range(P)) if seeds is None else [V.integer("seeds", s, low=0, high=2**63 - 1) for s in seeds]
     if len(seeds) != P:
@@ -223,8 +229,14 @@ def estimate_equilibrium_many(points: Sequence[tuple[int, int, float]], *, rel_e
         batches = V.integer("batches", batches, low=1)
         min_batches = batches
         cap = [batches * b for b in batch]
+    elif max_steps is None:
+        cap = [200 * b for b in batch]
+    elif isinstance(max_steps, (int, np.integer)):
+        cap = [V.integer("max_steps", max_steps, low=1)] * P
     else:
-        cap = [200 * b if max_steps is None else V.integer("max_steps", max_steps, low=1) for b in batch]
+        cap = [V.integer("max_steps", m, low=1) for m in max_steps]
+        if len(cap) != P:
+            raise ValueError(f"max_steps must be an int or one per point ({P}); got {len(cap)}")
     for c, (n, d, lam) in zip(cap, pts):
         V.work("max_steps", float(c) * replicas * P)
     if progress is None:
@@ -233,7 +245,7 @@ def estimate_equilibrium_many(points: Sequence[tuple[int, int, float]], *, rel_e
     # --- burn-in
     burn, method = [], []
     for p, ((n, d, lam), s) in enumerate(zip(pts, per_tau)):
-        b_tau = int(math.ceil(BURN_IN_TAUS * s))
+        b_tau = int(math.ceil(burn_taus * s))
         k = predicted_max_length(d, lam)
         if burn_in != "tau" and math.isfinite(k):
             T = meeting_times(n, d, lam, replicas=replicas, seed=seeds[p], top_length=int(k) + 2,
@@ -246,11 +258,11 @@ def estimate_equilibrium_many(points: Sequence[tuple[int, int, float]], *, rel_e
                               f"at k+2 = {int(k) + 2} by step {b} ({b / s:.1f} tau)")
                 continue
             if burn_in == "coupling":
-                raise ValueError(f"burn_in='coupling': the chains had not all met within 50 x 20 tau "
+                raise ValueError(f"burn_in='coupling': the chains had not all met within 50 x {burn_taus:g} tau "
                                  f"= {50 * b_tau} steps at (n, d, lam) = {(n, d, lam)}; use burn_in='tau'")
         burn.append(b_tau)
-        method.append(f"{BURN_IN_TAUS:g} tau = {b_tau} steps (the coupling did not certify a shorter one)"
-                      if burn_in == "auto" and math.isfinite(k) else f"{BURN_IN_TAUS:g} tau = {b_tau} steps")
+        method.append(f"{burn_taus:g} tau = {b_tau} steps (the coupling did not certify a shorter one)"
+                      if burn_in == "auto" and math.isfinite(k) else f"{burn_taus:g} tau = {b_tau} steps")
 
     # --- batches, round by round, continuing every chain exactly. A round runs m batches in
     # one call; m grows with what the CI still needs, so a long estimate costs few calls.
