@@ -154,7 +154,8 @@ def uncoupled_times(points: Sequence[Point], *, replicas: int, seeds: Sequence[i
 
 
 def event_crossing(n: int, d: int, lam: float, *, replicas: int, seed: int, horizon_taus: float, frames: int,
-                   threshold: float = 0.25, start: str = "displaced", burn_taus: float = 20.0) -> dict[str, np.ndarray]:
+                   threshold: float = 0.25, start: str = "displaced", burn_taus: float = 20.0,
+                   samples: np.ndarray | None = None) -> dict[str, np.ndarray]:
     """A lower bound on the mixing time from a good start, by one event.
 
     Draw ``replicas`` stationary samples (``stationary_samples``); let N = sum_i u_i be the number
@@ -165,10 +166,12 @@ def event_crossing(n: int, d: int, lam: float, *, replicas: int, seed: int, hori
     recorded t with P_t(A) - pi(A) <= ``threshold`` + 2 SE is (up to noise, conservatively early) a
     lower bound on the time to reach d_TV <= threshold. Returns ``times`` (frames,) steps, ``p``
     (frames,) the estimate of P_t(A), ``pi_A`` (0-d), ``crossing`` (0-d) steps (0 if already at the
-    first frame, inf if never within ``horizon_taus`` tau)."""
+    first frame, inf if never within ``horizon_taus`` tau). ``samples``: the stationary samples,
+    if already drawn (``stationary_samples`` with seed ``seed + 10**6``: both starts use the same)."""
     tau_steps = relaxation_time(d, lam) * steps_per_time(n, lam)
     every = max(1, int(horizon_taus * tau_steps / frames))
-    y = stationary_samples([(n, d, lam)], replicas=replicas, seeds=[seed + 10**6], burn_taus=burn_taus)[0]
+    y = stationary_samples([(n, d, lam)], replicas=replicas, seeds=[seed + 10**6], burn_taus=burn_taus)[0] \
+        if samples is None else samples
     N = y[:, 1:].sum(axis=1)
     med = float(np.median(N))
     pi_A = float(np.mean(N > med))
@@ -347,8 +350,11 @@ def run(mode: str = "full", *, progress: bool = True) -> MixingResult:
             n, d, lam = lpts[i]
             kw = dict(replicas=lo["replicas"], seed=seed + 300 + i, horizon_taus=lo["horizon_taus"],
                       frames=lo["frames"], threshold=lo["threshold"], burn_taus=burn_taus)
-            g = event_crossing(n, d, lam, start="displaced", **kw)
-            s = event_crossing(n, d, lam, start="stationary", **kw)
+            # both starts judge against the same stationary samples: draw them once
+            y = stationary_samples([(n, d, lam)], replicas=kw["replicas"], seeds=[kw["seed"] + 10**6],
+                                   burn_taus=burn_taus)[0]
+            g = event_crossing(n, d, lam, start="displaced", samples=y, **kw)
+            s = event_crossing(n, d, lam, start="stationary", samples=y, **kw)
             out.append({"n": np.array([n]), "d": np.array([d]), "lam": np.array([lam]), "times": g["times"][None],
                         "p_good": g["p"][None], "p_stationary": s["p"][None], "pi_A": np.array([g["pi_A"]]),
                         "crossing_good": np.array([g["crossing"]]), "crossing_stationary": np.array([s["crossing"]])})
