@@ -38,6 +38,11 @@ STUDIES: dict[str, str] = {
 }
 
 KINDS = ("claim", "identity", "measurement")
+#: A row's verdict. PASS/FAIL: the criterion decided against a threshold fixed before the run.
+#: INCONCLUSIVE: the CI still straddles the threshold when the pre-set budget is spent.
+#: finding: a row outside the theorem's hypotheses (or a number with no sharp prediction): what
+#: is seen, never counted as a PASS.
+VERDICTS = ("PASS", "FAIL", "INCONCLUSIVE", "finding")
 MIN_TAUS = 10.0
 
 
@@ -51,6 +56,12 @@ class Counterfactual:
     measured: str
     passed: bool
     value: float | None = None
+    #: a near wrong model (a plausible bug: d - 1, the other sampling rule, an off-by-one,
+    #: eta-greedy routing) rather than a far one (JSQ(2) for JSQ(500))
+    near: bool = False
+    #: how far the criterion's statistic sits from its threshold, in standard errors (None if
+    #: not a statistical criterion)
+    se_distance: float | None = None
 
 
 @dataclass(frozen=True)
@@ -76,15 +87,26 @@ class ClaimRow:
     taus: float | None = None
     start: str | None = None
     reference: str = ""
+    #: the threshold the criterion compares with, as fixed in the study's PARAMETERS before the run
+    threshold: str = ""
+    #: an explicit verdict from VERDICTS; None means PASS or FAIL from ``passed``
+    outcome: str | None = None
+    #: how near a wrong model can come before this row stops telling it apart
+    resolution: str = ""
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
             raise ValueError(f"kind must be one of {KINDS}; got {self.kind!r}")
+        if self.outcome is not None and self.outcome not in VERDICTS:
+            raise ValueError(f"outcome must be one of {VERDICTS} or None; got {self.outcome!r}")
         object.__setattr__(self, "passed", bool(self.passed))
         object.__setattr__(self, "counterfactuals", tuple(self.counterfactuals))
 
     @property
     def verdict(self) -> str:
+        """PASS / FAIL / INCONCLUSIVE / finding (see :data:`VERDICTS`)."""
+        if self.outcome is not None:
+            return self.outcome
         return "PASS" if self.passed else "FAIL"
 
     @property
@@ -197,5 +219,5 @@ def _md(s: str) -> str:
     return str(s).replace("|", "\\|").replace("\n", " ")
 
 
-__all__ = ["ClaimRow", "Counterfactual", "STUDIES", "KINDS", "MIN_TAUS", "collect", "summary",
+__all__ = ["ClaimRow", "Counterfactual", "STUDIES", "KINDS", "VERDICTS", "MIN_TAUS", "collect", "summary",
            "to_markdown", "to_text", "to_json"]
