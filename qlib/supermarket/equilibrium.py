@@ -288,7 +288,11 @@ def estimate_equilibrium_many(points: Sequence[tuple[int, int, float] | Point], 
     want = [min_batches] * P  # batches to run in the next round
     done = [False] * P
     est: list[tuple] = [None] * P  # type: ignore[list-item]
-    bar = _progress.progress_bar(sum(cap), show=progress, desc="equilibrium", unit="step")
+    # Progress toward the precision target, not through the step budget (which a sequential
+    # estimate rarely spends): each point counts min(1, (rel_error / reached)^2), the share of
+    # the batches it needs that it has run if the variance per batch stays as it is; 1 when done.
+    bar = _progress.progress_bar(P, show=progress, desc="equilibrium", unit="point")
+    shown, rounds = 0.0, 0
     try:
         while not all(done):
             todo = [p for p in range(P) if not done[p]]
@@ -306,7 +310,6 @@ def estimate_equilibrium_many(points: Sequence[tuple[int, int, float] | Point], 
                     tails[p].append(r.batch_tail_fraction)
                     maxes[p].append((r.steps, r.max_length_distribution))
                     nb[p] += m
-                    bar.update(m * batch[p])
             for p in todo:
                 est[p] = _summarise(tails[p], maxes[p], pts[p][2], levels[p])
                 mean, half = est[p][0][levels[p]], est[p][1][levels[p]]
@@ -316,6 +319,15 @@ def estimate_equilibrium_many(points: Sequence[tuple[int, int, float] | Point], 
                 # batches still needed if the variance per batch stays what it is (at least double)
                 need = nb[p] * (half / (rel_error * mean)) ** 2 if mean > 0 else 2 * nb[p]
                 want[p] = int(min(max(nb[p], math.ceil(1.1 * need) - nb[p]), 4 * nb[p]))
+            rounds += 1
+            reached = [est[p][1][levels[p]] / est[p][0][levels[p]] if est[p][0][levels[p]] > 0 else math.inf
+                       for p in range(P)]
+            share = sum(1.0 if done[p] else min(1.0, (rel_error / reached[p]) ** 2) for p in range(P))
+            bar.update(share - shown)
+            shown = share
+            open_ = [reached[p] for p in range(P) if not done[p]]
+            bar.set_postfix(round=rounds, target=f"{rel_error:.3g}",
+                            worst=f"{max(open_):.3g}" if open_ else "done")
     finally:
         bar.close()
 
