@@ -172,13 +172,14 @@ def _level_groups(points: Sequence[Point]) -> list[list[int]]:
 def estimates(name: str, points: Sequence[Point], *, replicas: int, seeds: Sequence[int], batches: int | None = 1,
               rel_error: float = 0.5, min_batches: int = 2, max_batches: int | None = None, level: int | None = None,
               burn_taus: float = 20.0, batch_taus: float = 20.0, taus_of: Sequence[Point] | None = None,
-              progress: bool = False) -> Estimates:
+              replacement: bool = True, progress: bool = False) -> Estimates:
     """Cached equilibrium estimates (one cache entry per point, so an interrupted sweep resumes):
     ``batches`` batches of ``batch_taus`` tau after ``burn_taus`` tau from empty, or (batches=None)
     sequentially until the CI at ``level`` is within ``rel_error`` (at least ``min_batches``, at
     most ``max_batches``).
     ``taus_of``: the points whose relaxation times size the runs (a wrong model runs as many
-    steps as the right one; default: each point's own)."""
+    steps as the right one; default: each point's own). ``replacement``: the sampling rule (False:
+    without replacement, the "other sampling rule" wrong model)."""
     points = [tuple(check_parameters(*p)[:3]) for p in points]
     clock = list(points) if taus_of is None else [tuple(q) for q in taus_of]
     tau = [relaxation_time(d, lam) for _, d, lam in clock]
@@ -186,6 +187,8 @@ def estimates(name: str, points: Sequence[Point], *, replicas: int, seeds: Seque
                    level=level, burn_taus=burn_taus, batch_taus=batch_taus, tau=t) for p, t in zip(points, tau)]
     if batches is None and min_batches != 2:  # (2, the default, is left out: the keys cached before stay valid)
         params = [{**q, "min_batches": min_batches} for q in params]
+    if not replacement:
+        params = [{**q, "replacement": False} for q in params]
 
     def compute(idx):
         # Lanes of one kernel share its level count, so points that need many levels (small d near
@@ -201,7 +204,7 @@ def estimates(name: str, points: Sequence[Point], *, replicas: int, seeds: Seque
             est = estimate_equilibrium_many(pts, rel_error=rel_error, level=level, seeds=[seeds[i] for i in sub],
                                             replicas=replicas, burn_in="tau", burn_taus=burn_taus,
                                             batch_taus=batch_taus, batches=batches,
-                                            min_batches=min_batches,
+                                            min_batches=min_batches, replacement=replacement,
                                             max_steps=max_steps, tau=[tau[i] for i in sub], progress=progress)
             out.update({i: _entry(e, LEVELS) for i, e in zip(sub, est)})
         return [out[i] for i in idx]
