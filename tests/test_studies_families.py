@@ -65,3 +65,12 @@ def test_smoke_run_rows_and_figures(fresh_cache, tmp_path, monkeypatch):
     import matplotlib.pyplot as plt
     for fig in (pf.concentration_families_figure(r), pf.family_map_figure(r), pf.buffer_figure(r)):
         plt.close(fig)
+
+
+def test_scaled_sizes(monkeypatch):
+    monkeypatch.delenv("QLIB_SCALE", raising=False)
+    assert F.family_ns("full", "A") == F.PARAMETERS["full"]["families"]["A"]["ns"]
+    monkeypatch.setenv("QLIB_SCALE", "2")
+    assert 10_000 in F.family_ns("full", "E") and 100_000 not in F.family_ns("full", "A")
+    monkeypatch.setenv("QLIB_SCALE", "10")
+    assert 100_000 in F.family_ns("full", "A") and 100_000 not in F.family_ns("full", "K3")

@@ -148,3 +148,25 @@ def test_figures_draw_from_the_result_even_with_empty_levels(smoke):
     for fig in (P.regime_map_figure(odd), P.profiles_figure(odd), P.concentration_figure(odd), P.finite_n_figure(odd)):
         assert fig.axes
         plt.close(fig)
+
+
+def test_findings_render_from_the_result_and_max_rows_use_the_preset_threshold(smoke):
+    md = eq.findings_markdown(smoke)
+    assert md.count("\n- ") == 4 and "P(max = k)" in md
+    rows = eq.claim_rows(smoke)
+    p_min = eq.PARAMETERS["smoke"]["max"]["p_min"]
+    for r in rows[:3]:
+        assert r.verdict in ("PASS", "FAIL", "INCONCLUSIVE") and f">= {p_min:g}" in r.threshold
+
+
+def test_long_points_join_from_their_scale(monkeypatch):
+    monkeypatch.delenv("QLIB_SCALE", raising=False)
+    base = eq.finite_n_sizes("full")
+    assert 10_000 not in base and 10_000 not in eq.family_sizes("full")
+    assert len(eq.sweep_points("full")) == len(eq.PARAMETERS["full"]["sweep"]["ns"])
+    monkeypatch.setenv("QLIB_SCALE", "2")
+    assert 10_000 in eq.finite_n_sizes("full") and 100_000 not in eq.finite_n_sizes("full")
+    assert 10_000 in eq.family_sizes("full") and len(eq.sweep_points("full")) == len(eq.PARAMETERS["full"]["sweep"]["ns"]) + 1
+    monkeypatch.setenv("QLIB_SCALE", "10")
+    assert 100_000 in eq.finite_n_sizes("full")
+    assert eq.finite_n_sizes("smoke") == eq.PARAMETERS["smoke"]["finite_n"]["ns"]

@@ -69,7 +69,7 @@ PARAMETERS: dict[str, dict[str, Any]] = {
     "smoke": {
         "families": {"A": dict(alpha=0.5, beta=0.4, ns=[300, 1_000]), "D": dict(alpha=0.75, beta=0.5, ns=[300]),
                      "K3": dict(alpha=0.8, beta=0.35, ns=[300])},
-        "scaled": dict(from_scale=10.0, ns=[], extra={}),
+        "scaled": dict(from_scale=10.0, ns={}, extra={}),
         "replicas": 4, "burn_taus": 20.0, "batch_taus": 10.0, "batches": 1,
         "sd": dict(replicas=2, taus=2.0, samples=50),
         "wrong": dict(replicas=2, batches=1, batch_taus=10.0, models=["jsq2", "d-1"]),
@@ -79,10 +79,12 @@ PARAMETERS: dict[str, dict[str, Any]] = {
     },
     "full": {
         "families": _FULL_FAMILIES,
-        # from --scale 2: n = 1e4 for E and K3; from --scale 10: n = 3e4 and 1e5 for every family
-        # (~1e10 replica-steps at n = 1e5 for C and D: minutes of a GPU, an hour of this machine)
-        "scaled": dict(from_scale=10.0, ns=[30_000, 100_000], extra={"E": [10_000], "K3": [10_000]},
-                       extra_from=2.0),
+        # from --scale 2: n = 1e4 for E and K3; from --scale 10: n = 3e4 and 1e5 for the k = 2 families
+        # with gamma >= 0 (~1e10 replica-steps at n = 1e5 for C and D: minutes of a GPU, an hour of this
+        # machine), n = 3e4 for E and K3 (their tau grows fast: ~1e11 replica-steps at n = 1e5)
+        "scaled": dict(from_scale=10.0, ns={"A": [30_000, 100_000], "B": [30_000, 100_000], "C": [30_000, 100_000],
+                                            "D": [30_000, 100_000], "E": [30_000], "K3": [30_000]},
+                       extra={"E": [10_000], "K3": [10_000]}, extra_from=2.0),
         "replicas": 8, "burn_taus": 20.0, "batch_taus": 20.0, "batches": 1,
         "sd": dict(replicas=4, taus=10.0, samples=400),
         "wrong": dict(replicas=4, batches=1, batch_taus=10.0,
@@ -139,7 +141,7 @@ def family_ns(mode: str, name: str) -> list[int]:
     if scale() >= sc.get("extra_from", sc["from_scale"]):
         ns += [n for n in sc["extra"].get(name, []) if n not in ns]
     if scale() >= sc["from_scale"]:
-        ns += [n for n in sc["ns"] if n not in ns]
+        ns += [n for n in sc["ns"].get(name, []) if n not in ns]
     return sorted(ns)
 
 
@@ -282,7 +284,7 @@ def run(mode: str = "full", *, progress: bool = True) -> FamiliesResult:
             for wm in W["models"]:
                 far, label, d_of, flip = WRONG_MODELS[wm]
                 wp = (top[0], d_of(top[1]), top[2])
-                wrong[wm] = estimates(f"families_wrong_{name}_{wm}", [wp], replicas=W["replicas"],
+                wrong[wm] = estimates(f"families_wrong_{name}_{wm.replace('*', 'x')}", [wp], replicas=W["replicas"],
                                       seeds=[named_seed(P["stream"], name, top[0], wm)], batches=W["batches"],
                                       burn_taus=P["burn_taus"], batch_taus=W["batch_taus"], taus_of=[top],
                                       replacement=not flip, progress=progress)

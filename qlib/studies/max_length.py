@@ -771,7 +771,7 @@ def findings_markdown(result: MaxLengthResult) -> str:
     jl = int(np.argmin((1 - sw.lam) * sw.d ** (sw.k - 1)))
     kl = int(sw.k[jl])
     out.append(f"- **(a) Where (1−λ)d^k ≫ log n, the maximum is k most of the time** (n = {int(mx.n[0])}; against "
-               f"the threshold {p_min:g} fixed before the run): P(max = k) = " + "; ".join(vals) + ". "
+               f"the threshold {p_min:g} fixed before the run), P(max = k) at " + "; ".join(vals) + ". "
                f"At the sweep point deepest in the profile regime (n = {int(sw.n[jl])}, d = {int(sw.d[jl])}, "
                f"(1−λ)d^(k−1) = {(1 - float(sw.lam[jl])) * float(sw.d[jl]) ** (kl - 1):.2g}) the maximum is k + 1 "
                f"{100 * float(sw.max_dist[jl, kl + 1]):.0f}% of the time: the finite-n tail of (d). The families "
@@ -810,9 +810,12 @@ def findings_markdown(result: MaxLengthResult) -> str:
     fe = result.from_empty
     tt = fe.t / float(fe.tau)
     times = [_within(fe.sim[:, i], float(fe.fixed_point[i]), tt) for i in (1, 2, 3) if i < fe.sim.shape[1]]
-    slow = np.nanmax(times) if times else float("nan")
+    horizon = float(tt[-1])
+    txt = ", ".join(f"{x:.2g} τ" if np.isfinite(x) else f"more than the {horizon:.2g} τ shown" for x in times)
+    if times and all(np.isfinite(times)):
+        tail = f": the {P['burn_taus']:g} τ burn-in is {P['burn_taus'] / max(times):.0f} times the slowest of them."
+    else:
+        tail = f" (τ = {float(fe.tau):.3g}; a level not settled within the run is not timed)."
     out.append("- **(e) From empty**, " + ", ".join(f"u_{i + 1}/n" for i in range(len(times)))
-               + " stay within 5% of their fixed-point values after "
-               + ", ".join(f"{x:.2g}" for x in times) + f" τ (τ = {float(fe.tau):.3g}): the "
-               f"{P['burn_taus']:g} τ burn-in is {P['burn_taus'] / slow:.0f} times the slowest of them.")
+               + f" stay within 5% of their fixed-point values after {txt} (τ = {float(fe.tau):.3g})" + tail)
     return "\n".join(out)

@@ -66,7 +66,7 @@ CLAIM_THRESHOLDS = dict(growth=0.1, d_exponent_tol=0.3, drain_finding=0.1, lower
 #: time) or in multiples of the measured meeting times; full mode scales by --scale.
 PARAMETERS: dict[str, dict[str, Any]] = {
     "smoke": {
-        "family": dict(alpha=0.75, beta=0.5, ns=[100, 300, 1000], replicas=8),
+        "family": dict(alpha=0.75, beta=0.5, ns=[100, 300, 1000], replicas=8, scaled_ns=[], scaled_from=2.0),
         "d_sweep": dict(n=1000, one_minus_lam=1e-3, ds=[100, 141, 200], replicas=8),
         "lower": dict(ns=[100, 300], replicas=64, horizon_taus=10.0, frames=40, threshold=0.25),
         "tail": dict(n=300, replicas=64),
@@ -77,7 +77,9 @@ PARAMETERS: dict[str, dict[str, Any]] = {
         "burn_taus": 20.0, "cap": 2.0, "counterfactual_replicas": 4, "stream": "mixing/smoke",
     },
     "full": {
-        "family": dict(alpha=0.75, beta=0.5, ns=[100, 300, 1000, 3000, 10_000], replicas=16),
+        # n = 1e4 from --scale 2 (its good and bad starts cost ~1e9 replica-steps: room for the families study)
+        "family": dict(alpha=0.75, beta=0.5, ns=[100, 300, 1000, 3000], replicas=16, scaled_ns=[10_000],
+                       scaled_from=2.0),
         "d_sweep": dict(n=3000, one_minus_lam=1e-3, ds=[100, 141, 200, 283], replicas=16),
         "lower": dict(ns=[300, 1000, 3000], replicas=128, horizon_taus=10.0, frames=100, threshold=0.25),
         "tail": dict(n=1000, replicas=256),
@@ -310,7 +312,8 @@ def run(mode: str = "full", *, progress: bool = True) -> MixingResult:
     k_scale = scale() if mode == "full" else 1.0
     stream, burn_taus, capf = P["stream"], P["burn_taus"], P["cap"] * k_scale
     fam = P["family"]
-    pts = [family_point(n, fam["alpha"], fam["beta"]) for n in fam["ns"]]
+    fns = list(fam["ns"]) + (list(fam["scaled_ns"]) if mode == "full" and scale() >= fam["scaled_from"] else [])
+    pts = [family_point(n, fam["alpha"], fam["beta"]) for n in fns]
     R = fam["replicas"]
     seeds = [named_seed(stream, "family", n) for n, _, _ in pts]
     # generous first caps: 40 x the upper bound's scale; every set below records its cap
