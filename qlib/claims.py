@@ -48,8 +48,8 @@ from typing import Callable, Iterable
 #: table section -> study module; imported lazily so `import qlib` stays light.
 STUDIES: dict[str, str] = {
     "supermarket: maximum queue length": "qlib.studies.max_length",
-    "supermarket: mixing time": "qlib.studies.mixing",
     "supermarket: scaling families": "qlib.studies.families",
+    "supermarket: mixing time": "qlib.studies.mixing",
     "heterogeneous servers": "qlib.studies.who_works_the_most",
 }
 

@@ -322,7 +322,9 @@ def _not_k(f: Family) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 REF = ("Brightwell, Fairthorne & Luczak 2018 (abstract); Brightwell & Luczak arXiv:1201.5523; "
        "docs/models.md#scaling-families")
-START = "empty; 20 τ burn-in"
+def _start(parameters: dict) -> str:
+    """How the runs began, from the burn-in in PARAMETERS (the one place it is set)."""
+    return f"empty; {parameters['burn_taus']:g} τ burn-in"
 
 
 def _fam_text(f: Family) -> str:
@@ -398,7 +400,7 @@ def concentration_rows(result: FamiliesResult, spec: ClaimSpec) -> list[ClaimRow
                      f"{C['p_halfwidth_target']:g}: {'reached' if (phi - plo) / 2 <= C['p_halfwidth_target'] else 'not reached'} "
                      f"within the step budget of {result.parameters['batches']} x {result.parameters['batch_taus']:g} τ)",
             passed=outcome == "PASS", outcome=outcome, criterion=spec.criterion, threshold=thr,
-            taus=float(f.est.taus.min()), start=START, reference=spec.reference, counterfactuals=cfs,
+            taus=float(f.est.taus.min()), start=_start(result.parameters), reference=spec.reference, counterfactuals=cfs,
             resolution=_resolution(cfs)))
     return rows
 
@@ -435,7 +437,7 @@ def most_at_k_rows(result: FamiliesResult, spec: ClaimSpec) -> list[ClaimRow]:
             theory=f"fraction at k >= 1 - 2 n^(-alpha+(k-1)beta) ~ 1 - 2 (1-lam) d^(k-1) (BFL18), fluid 1 - (1-lam) d^(k-1)",
             measured="; ".join(parts), passed=outcome == "PASS", outcome=outcome, criterion=spec.criterion,
             threshold=f"bound 1 - {C['slack']:g} (1-lam) d^(k-1) at every point (lower 95% end)",
-            taus=float(f.est.taus.min()), start=START, reference=spec.reference, counterfactuals=cfs,
+            taus=float(f.est.taus.min()), start=_start(result.parameters), reference=spec.reference, counterfactuals=cfs,
             resolution=_resolution(cfs)))
     return rows
 
@@ -457,7 +459,7 @@ def buffer_rows(result: FamiliesResult, spec: ClaimSpec) -> list[ClaimRow]:
         theory="heuristic: SD(N) ~ 1/(1-lam); buffer n (1-lam) d^(k-1); buffer/excursion = n^gamma",
         measured="; ".join(parts), passed=False, outcome="finding", criterion=spec.criterion,
         threshold="— (a finding: no threshold)", taus=float(min(f.sd.taus.min() for f in result.families)),
-        start=START, reference=spec.reference)]
+        start=_start(result.parameters), reference=spec.reference)]
 
 
 #: The study's claims, as data: one spec per claim (criterion, PARAMETERS keys of its

@@ -500,7 +500,9 @@ def run(mode: str = "full", *, progress: bool = True) -> MaxLengthResult:
 
 REF_MAX = "Brightwell & Luczak arXiv:1201.5523; Brightwell, Fairthorne & Luczak 2018; docs/models.md#maximum-length"
 REF_PROFILE = "Brightwell, Fairthorne & Luczak 2018 (abstract); docs/models.md#profile"
-START = "empty; 20 τ burn-in"
+def _start(parameters: dict) -> str:
+    """How the runs began, from the burn-in in PARAMETERS (the one place it is set)."""
+    return f"empty; {parameters['burn_taus']:g} τ burn-in"
 # "concentrates" at n = 1e4: the maximum equals k at least 90% of the time (lower 95% CI end), the
 # threshold first stated, read from PARAMETERS[mode]["max"]["p_min"]
 PROFILE_TOLERANCE = 0.10  # lengths below k within 10% of the fluid value: a 25% error in d is 23-56% off
@@ -561,7 +563,7 @@ def claim_rows(result: MaxLengthResult) -> list[ClaimRow]:
             outcome=verdict, threshold=f"P(max = k) >= {p_min:g} (the threshold first stated; PARAMETERS max.p_min)",
             criterion="the 95% CI of P(max = k) wholly at or above the threshold (PASS), wholly below (FAIL), "
                       "else INCONCLUSIVE",
-            taus=float(mx.taus[j]), start=START, reference=REF_MAX, counterfactuals=tuple(cfs)))
+            taus=float(mx.taus[j]), start=_start(result.parameters), reference=REF_MAX, counterfactuals=tuple(cfs)))
 
     pr = result.profile
     n, d, lam, k = int(pr.n[0]), int(pr.d[0]), float(pr.lam[0]), int(pr.k[0])
@@ -577,7 +579,7 @@ def claim_rows(result: MaxLengthResult) -> list[ClaimRow]:
                    f"asymptotic formulas hold; the fluid values are exact as n -> oo); {int(pr.replicas[0])} replicas",
         theory="fluid fixed point s_i - s_(i+1), s_i = lam^((d^i - 1)/(d - 1))", measured=text, passed=ok,
         criterion=f"at every length 1..k-1: |measured - fluid| <= {PROFILE_TOLERANCE:.0%} of fluid + 95% CI half-width",
-        taus=float(pr.taus[0]), start=START, reference=REF_PROFILE,
+        taus=float(pr.taus[0]), start=_start(result.parameters), reference=REF_PROFILE,
         counterfactuals=tuple(cfs)))
 
     sw = result.sweep
@@ -606,7 +608,7 @@ def claim_rows(result: MaxLengthResult) -> list[ClaimRow]:
         theory="fraction at k >= max(1/2, 1 - 2c) (Brightwell, Fairthorne & Luczak: w.h.p. as n -> oo)",
         measured="; ".join(parts), passed=ok,
         criterion="lower end of the 95% CI of the fraction at k >= max(1/2, 1 - 2c) at every point",
-        taus=float(sw.taus[ok_pts].min()) if ok_pts else None, start=START, reference=REF_PROFILE,
+        taus=float(sw.taus[ok_pts].min()) if ok_pts else None, start=_start(result.parameters), reference=REF_PROFILE,
         counterfactuals=(Counterfactual("JSQ(2) in place of JSQ(d), same steps", f"fraction at k: {textw}", okw),)))
 
     # The asymptotic formulas (1-lam) d^i (i < k) are statements about n -> oo, whose equilibrium is
@@ -675,7 +677,7 @@ def claim_rows(result: MaxLengthResult) -> list[ClaimRow]:
         theory="fluid: " + f"{_exact_lengths(fluid_fixed_point(int(bd.d[0]), float(bd.lam[0]), 4))[2]:.3f} at k, "
                f"{_exact_lengths(fluid_fixed_point(int(bd.d[0]), float(bd.lam[0]), 4))[3]:.3f} at k+1",
         measured=text, passed=ok, criterion="lower ends of the 95% CIs of the fractions at k and at k+1 both >= 0.2",
-        taus=float(bd.taus[0]), start=START, reference="docs/models.md#boundary-case",
+        taus=float(bd.taus[0]), start=_start(result.parameters), reference="docs/models.md#boundary-case",
         counterfactuals=(Counterfactual(f"the same d off the boundary (1-lam = {1 - float(bd.lam[1]):.3g}, "
                                         f"log(1/(1-lam))/log d = {xb[1]:.2f}): a control, not a model", textc, okc),)))
 
@@ -719,7 +721,7 @@ def claim_rows(result: MaxLengthResult) -> list[ClaimRow]:
                   "with n without overlapping; the lower end at the largest n >= 10x fluid"
                   + (f"; at n = 1e5 the CI overlaps the independent measurement {ref_lo:g}-{ref_hi:g}x "
                      "(docs/models.md#finite-n-effects)" if at5 else ""),
-        taus=float(fn.taus.min()), start=START, reference="docs/models.md#finite-n-effects",
+        taus=float(fn.taus.min()), start=_start(result.parameters), reference="docs/models.md#finite-n-effects",
         counterfactuals=(
             Counterfactual("the old protocol at n = " + f"{int(fn.n[j4])}: start at the fluid fixed point, 1 τ burn-in, "
                            f"{result.parameters['short_taus']:g} τ measured (must reproduce the converged value to the same precision)",
@@ -738,7 +740,7 @@ def claim_rows(result: MaxLengthResult) -> list[ClaimRow]:
         passed=all(abs(t - lm) <= max(2 * h, 1e-12) for t, h, lm in z),
         criterion="|E[u_1]/n - lam| <= twice the 95% CI half-width (about 5 standard errors) at every point",
         kind="identity",
-        taus=float(e.taus.min()), start=START, reference="docs/models.md#level-balance"))
+        taus=float(e.taus.min()), start=_start(result.parameters), reference="docs/models.md#level-balance"))
     return rows
 
 
@@ -815,7 +817,7 @@ def findings_markdown(result: MaxLengthResult) -> str:
     if times and all(np.isfinite(times)):
         tail = f": the {P['burn_taus']:g} τ burn-in is {P['burn_taus'] / max(times):.0f} times the slowest of them."
     else:
-        tail = f" (τ = {float(fe.tau):.3g}; a level not settled within the run is not timed)."
+        tail = " (a level not settled within the run is not timed)."
     out.append("- **(e) From empty**, " + ", ".join(f"u_{i + 1}/n" for i in range(len(times)))
                + f" stay within 5% of their fixed-point values after {txt} (τ = {float(fe.tau):.3g})" + tail)
     return "\n".join(out)

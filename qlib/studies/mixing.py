@@ -444,7 +444,8 @@ def run(mode: str = "full", *, progress: bool = True) -> MixingResult:
 # --------------------------------------------------------------------------- claim rows
 
 REF = "Brightwell & Luczak arXiv:1201.5523 (as summarised; docs/models.md#mixing-time)"
-START_GOOD = "fluid point vs a stationary sample (20 τ burn-in)"
+def _start_good(parameters: dict) -> str:
+    return f"fluid point vs a stationary sample ({parameters['burn_taus']:g} τ burn-in)"
 
 
 def _met(T: np.ndarray) -> bool:
@@ -490,7 +491,7 @@ def _good_row(result: MixingResult, spec: ClaimSpec, good: MeetingTimes, cfs: Se
         claim=spec.claim, parameters=_family_text(P, family_key, good.n) + f"; {good.T.shape[1]} replicas",
         theory="bounded ratio: it does not grow with n", measured=text, passed=v == "PASS", outcome=v,
         criterion=spec.criterion, threshold=f"exponent upper 95% end <= {growth:g} (claims.growth)",
-        taus=float(P["burn_taus"]), start=START_GOOD, reference=REF, counterfactuals=tuple(cfs))
+        taus=float(P["burn_taus"]), start=_start_good(P), reference=REF, counterfactuals=tuple(cfs))
 
 
 def good_rows(result: MixingResult, spec: ClaimSpec) -> list[ClaimRow]:
@@ -581,7 +582,7 @@ def d_scaling_rows(result: MixingResult, spec: ClaimSpec) -> list[ClaimRow]:
                f"relaxation time's exponent in d over this window is {td:.2f}",
         measured=textd, passed=v == "PASS", outcome=v, criterion=spec.criterion,
         threshold=f"CI within k-1 +- {tol:g} (claims.d_exponent_tol), two-sided",
-        taus=20.0, start=START_GOOD, reference=REF,
+        taus=float(P["burn_taus"]), start=_start_good(P), reference=REF,
         counterfactuals=(Counterfactual(f"d held at {int(ds.d[0])} whatever d is asked for (d-independent dynamics)",
                                         textf, vf == "PASS", bf),))]
 
