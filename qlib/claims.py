@@ -242,7 +242,7 @@ def _cf_text(r: ClaimRow) -> str:
         return "none"
     def one(c):
         tag = "near: " if c.near else ""
-        res = ("PASS (not resolved)" if c.near else "PASS (!)") if c.passed else "FAIL"
+        res = ("not rejected (not resolved)" if c.near else "not rejected (!)") if c.passed else "FAIL"
         se = "" if c.se_distance is None else f", {c.se_distance:+.1f} SE from the threshold"
         return f"{tag}{c.model}: {c.measured}{se} → {res}"
 

@@ -501,7 +501,7 @@ def good_rows(result: MixingResult, spec: ClaimSpec) -> list[ClaimRow]:
 
     def cf(m, label):
         v, text, b = _bounded_verdict(m, growth)
-        return Counterfactual(label, text, v == "PASS", b)
+        return Counterfactual(label, text, v != "FAIL", b)
 
     small = ", ".join(str(int(x)) for x in result.good_jsq2.n)
     cfs = [cf(result.good_jsq2, f"JSQ(2) in place of JSQ(d), same protocol at n = {small}, capped at {P['cap']:g}x "
@@ -536,7 +536,7 @@ def bad_start_rows(result: MixingResult, spec: ClaimSpec) -> list[ClaimRow]:
                   f"else exponent upper 95% end <= {C['growth']:g}",
         taus=None, start="all empty and all queues at k+1", reference=REF + "; docs/models.md#bad-starts",
         counterfactuals=(Counterfactual(f"JSQ(2) in place of JSQ(d) at n = {small}, capped at {P['cap']:g}x the "
-                                        "JSQ(d) time", tj, vj == "PASS", bj),))]
+                                        "JSQ(d) time", tj, vj != "FAIL", bj),))]
 
 
 def _d_exponent(m: MeetingTimes, d_axis: np.ndarray | None, tol: float) -> tuple[str, str, float | None, int]:
@@ -584,7 +584,7 @@ def d_scaling_rows(result: MixingResult, spec: ClaimSpec) -> list[ClaimRow]:
         threshold=f"CI within k-1 +- {tol:g} (claims.d_exponent_tol), two-sided",
         taus=float(P["burn_taus"]), start=_start_good(P), reference=REF,
         counterfactuals=(Counterfactual(f"d held at {int(ds.d[0])} whatever d is asked for (d-independent dynamics)",
-                                        textf, vf == "PASS", bf),))]
+                                        textf, vf != "FAIL", bf),))]
 
 
 def _lower_row(result: MixingResult, spec: ClaimSpec, lo: LowerBound, family_key: str) -> ClaimRow:
