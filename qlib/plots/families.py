@@ -49,8 +49,8 @@ def family_map_figure(result: FamiliesResult):
     b = np.linspace(0.05, 1.0, 200)
     for j in (1, 2, 3):
         ax.plot(b, j * b, "k-", lw=0.8, alpha=0.6)
-        xj = 0.95 / j if j * 0.95 <= 1 else 1 / j * 0.97
-        ax.text(min(xj, 0.93), min(j * xj, 0.97), f"α/β = {j}", fontsize=7.5)
+        bl = min(0.95 / j, 0.70)
+        ax.text(bl + 0.01, j * bl - 0.02, f"α/β = {j}", fontsize=7.5, ha="left", va="top")
     for k in (2, 3):
         lo, hi = (k - 1) * b, k * b  # the band where ceil(alpha/beta) = k
         a = (1 + (k - 1) * b) / 2
@@ -66,7 +66,7 @@ def family_map_figure(result: FamiliesResult):
     fig.colorbar(sc, ax=ax).set_label("P(max = k) at the family's largest n")
     ax.set(xlim=(0.2, 0.75), ylim=(0.35, 1.0), xlabel="β (d = ⌊n^β⌋)", ylabel="α (1 − λ = n^−α)",
            title="families over (α, β): γ = 1 − 2α + (k−1)β > 0 below the red line")
-    ax.legend(fontsize=8, loc="upper left")
+    ax.legend(fontsize=8, loc="lower right")
     return fig
 
 
