@@ -35,7 +35,7 @@ import numpy as np
 from qlib import _validate as V
 from qlib import cache, stats
 from qlib._rng import named_seed
-from qlib.claims import ClaimRow, Counterfactual, decide
+from qlib.claims import ClaimRow, ClaimSpec, Counterfactual, decide
 from qlib.config import scale
 from qlib.studies import ArrayResult, check_mode
 from qlib.supermarket import simulate
@@ -537,9 +537,8 @@ def _profile_verdict(e: Estimates, j: int, d: int, lam: float, k: int) -> tuple[
     return ok, "; ".join(parts), worst
 
 
-def claim_rows(result: MaxLengthResult) -> list[ClaimRow]:
-    """The maximum (k = 1, 2, 3), the profile below k, most queues at k, the asymptotic sweep,
-    the boundary, the finite-n tail, the idle fraction (an identity)."""
+def _max_rows(result: MaxLengthResult, spec: ClaimSpec) -> list[ClaimRow]:
+    """Rows 1-3: the maximum concentrates on k = 1, 2, 3 (threshold max.p_min)."""
     rows: list[ClaimRow] = []
     mx = result.max
     p_min = result.parameters["max"]["p_min"]
@@ -566,6 +565,12 @@ def claim_rows(result: MaxLengthResult) -> list[ClaimRow]:
                       "else INCONCLUSIVE",
             taus=float(mx.taus[j]), start=_start(result.parameters), reference=REF_MAX, counterfactuals=tuple(cfs)))
 
+    return rows
+
+
+def _profile_rows(result: MaxLengthResult, spec: ClaimSpec) -> list[ClaimRow]:
+    """Row 4: the profile below k against the fluid fixed point."""
+    rows: list[ClaimRow] = []
     pr = result.profile
     n, d, lam, k = int(pr.n[0]), int(pr.d[0]), float(pr.lam[0]), int(pr.k[0])
     ok, text, _ = _profile_verdict(pr, 0, d, lam, k)
@@ -583,6 +588,12 @@ def claim_rows(result: MaxLengthResult) -> list[ClaimRow]:
         taus=float(pr.taus[0]), start=_start(result.parameters), reference=REF_PROFILE,
         counterfactuals=tuple(cfs)))
 
+    return rows
+
+
+def _most_at_k_rows(result: MaxLengthResult, spec: ClaimSpec) -> list[ClaimRow]:
+    """Row 5: most queues at k, along the sweep."""
+    rows: list[ClaimRow] = []
     sw = result.sweep
     eps_ = 1 - sw.lam
     c = eps_ * sw.d ** (sw.k - 1)
@@ -612,6 +623,15 @@ def claim_rows(result: MaxLengthResult) -> list[ClaimRow]:
         taus=float(sw.taus[ok_pts].min()) if ok_pts else None, start=_start(result.parameters), reference=REF_PROFILE,
         counterfactuals=(Counterfactual("JSQ(2) in place of JSQ(d), same steps", f"fraction at k: {textw}", okw),)))
 
+    return rows
+
+
+def _asymptotic_rows(result: MaxLengthResult, spec: ClaimSpec) -> list[ClaimRow]:
+    """Row 6: the asymptotic formula sharpens as c -> 0 (judged on the fluid fixed point)."""
+    rows: list[ClaimRow] = []
+    sw = result.sweep
+    eps_ = 1 - sw.lam
+    c = eps_ * sw.d ** (sw.k - 1)
     # The asymptotic formulas (1-lam) d^i (i < k) are statements about n -> oo, whose equilibrium is
     # the fluid fixed point: their error is judged there, for k = 2 (length 1, the sweep's points)
     # and k = 3 (lengths 1 and 2). The simulation at (1-lam) n = 40 is reported beside it: at
@@ -661,6 +681,12 @@ def claim_rows(result: MaxLengthResult) -> list[ClaimRow]:
             f"JSQ({round(1.25 * d0)}) in place of JSQ({d0}) (d x 1.25): its fluid fixed point judged by the formula "
             f"with d = {d0}", show(errw), sharpens(errw)),)))
 
+    return rows
+
+
+def _boundary_rows(result: MaxLengthResult, spec: ClaimSpec) -> list[ClaimRow]:
+    """Row 7: on a boundary two levels share the mass."""
+    rows: list[ClaimRow] = []
     # the boundary: two levels share the mass
     bd = result.boundary
 
@@ -682,6 +708,12 @@ def claim_rows(result: MaxLengthResult) -> list[ClaimRow]:
         counterfactuals=(Counterfactual(f"the same d off the boundary (1-lam = {1 - float(bd.lam[1]):.3g}, "
                                         f"log(1/(1-lam))/log d = {xb[1]:.2f}): a control, not a model", textc, okc),)))
 
+    return rows
+
+
+def _finite_n_rows(result: MaxLengthResult, spec: ClaimSpec) -> list[ClaimRow]:
+    """Row 8: the finite-n tail (a measurement)."""
+    rows: list[ClaimRow] = []
     # the finite-n tail: a measurement (no sharp theory at these n), converged, beside the
     # refined mean field; the size at n = 1e5 is judged against independent codes from --scale 10
     fnp = result.parameters["finite_n"]
@@ -730,6 +762,12 @@ def claim_rows(result: MaxLengthResult) -> list[ClaimRow]:
                            float(st.mean)),
             Counterfactual("the fluid limit (n = infinity, no finite-n effect)", "1x fluid at every n", False, 1.0))))
 
+    return rows
+
+
+def _identity_rows(result: MaxLengthResult, spec: ClaimSpec) -> list[ClaimRow]:
+    """Row 9: the idle fraction is 1 - lam (an identity)."""
+    rows: list[ClaimRow] = []
     # identity: the idle fraction is exactly 1 - lam (E[u_1] = lam n for every routing rule)
     e = result.sweep
     z = [(float(e.tail[j, 1]), float((e.tail_high[j, 1] - e.tail_low[j, 1]) / 2), float(e.lam[j])) for j in range(e.n.size)]
@@ -743,6 +781,44 @@ def claim_rows(result: MaxLengthResult) -> list[ClaimRow]:
         kind="identity",
         taus=float(e.taus.min()), start=_start(result.parameters), reference="docs/models.md#level-balance"))
     return rows
+
+
+#: The study's claims as data: one spec per claim (its thresholds' PARAMETERS keys, its wrong
+#: models, the function that makes its rows), in table order.
+CLAIMS: dict[str, ClaimSpec] = {
+    "max": ClaimSpec("max", "the maximum queue length concentrates on k",
+                     "the 95% CI of P(max = k) wholly at or above max.p_min (PASS), wholly below (FAIL), else INCONCLUSIVE",
+                     thresholds=(("max", "p_min"), ("max", "batches")), wrong_models=("jsq1", "jsq2"), rows=_max_rows,
+                     reference=REF_MAX),
+    "profile": ClaimSpec("profile", "the numbers of queues at lengths 1..k-1 are predictable: the fluid fixed point",
+                         "|measured - fluid| <= PROFILE_TOLERANCE of fluid + 95% CI half-width at every length below k",
+                         wrong_models=("d*0.75", "d*1.25"), rows=_profile_rows, reference=REF_PROFILE),
+    "most_at_k": ClaimSpec("most_at_k", "most queues have length exactly k",
+                           "lower end of the 95% CI of the fraction at k >= max(1/2, 1 - 2c) at every point",
+                           wrong_models=("jsq2",), rows=_most_at_k_rows, reference=REF_PROFILE),
+    "asymptotic": ClaimSpec("asymptotic", "the asymptotic formula (1-lam) d^i sharpens as c -> 0",
+                            "against the fluid fixed point: the error falls at every step and is <= 2c",
+                            wrong_models=("d*1.25",), rows=_asymptotic_rows, reference="docs/models.md#asymptotic-profile"),
+    "boundary": ClaimSpec("boundary", "on a boundary the mass is shared by lengths k and k+1",
+                          "lower ends of the 95% CIs of the fractions at k and at k+1 both >= 0.2",
+                          wrong_models=("off_boundary",), rows=_boundary_rows, reference="docs/models.md#boundary-case"),
+    "finite_n": ClaimSpec("finite_n", "the finite-n tail at length 3 (a measurement)",
+                          "converged at every n; CIs fall with n; the lower end at the largest n >= 10x fluid",
+                          thresholds=(("finite_n", "rel_error"), ("finite_n", "min_batches"), ("short_taus",)),
+                          wrong_models=("short_fluid_run", "fluid_limit"), rows=_finite_n_rows,
+                          reference="docs/models.md#finite-n-effects"),
+    "identity": ClaimSpec("identity", "the fraction of idle queues is exactly 1 - lam",
+                          "|E[u_1]/n - lam| <= twice the 95% CI half-width", rows=_identity_rows,
+                          reference="docs/models.md#level-balance"),
+}
+
+
+def claim_rows(result: MaxLengthResult) -> list[ClaimRow]:
+    """The rows of every spec of :data:`CLAIMS`, in order: the maximum (k = 1, 2, 3), the profile
+    below k, most queues at k, the asymptotic sweep, the boundary, the finite-n tail, the idle
+    fraction (an identity)."""
+    return [r for spec in CLAIMS.values() for r in spec.rows(result, spec)]
+
 
 
 # --------------------------------------------------------------------------- notebook prose
