@@ -19,8 +19,23 @@ A row is one of three kinds (docs/models.md#claims-and-evidence):
   to a stated precision beside the theory that approximates it. It passes when the precision is
   reached; no wrong model is required to fail, so it is reported, not counted as evidence.
 
-A claim row is *sound* when it passes, has at least one counterfactual, every counterfactual
-fails, and (for simulations) its runs cover at least :data:`MIN_TAUS` relaxation times.
+A claim row is *sound* when it passes, has at least one far counterfactual, every far
+counterfactual fails, and (for simulations) its runs cover at least :data:`MIN_TAUS` relaxation
+times. Near counterfactuals (``near=True``: d - 1, d x 0.9, the other sampling rule...) are
+plausible bugs the row may or may not resolve: what it does is its ``resolution``, rendered
+beside it, not a condition of soundness.
+
+Verdicts (:data:`VERDICTS`): a criterion is decided against a threshold fixed in the study's
+``PARAMETERS`` before the run (:func:`decide`): PASS when the whole 95% CI is on the claimed
+side, FAIL when it is wholly on the other side, INCONCLUSIVE when it straddles the threshold once
+the pre-set budget is spent. A row outside the theorem's hypotheses is a *finding* (what is
+seen, with its numbers), never a PASS. ``python -m qlib reproduce`` exits 1 when any row FAILs;
+INCONCLUSIVE rows and findings do not change the exit status (they are counted in the summary
+line, which is what to read).
+
+Studies declare their claims as data (:class:`ClaimSpec`, one per claim, gathered in a
+``CLAIMS`` table per study): the criterion, the PARAMETERS keys of its thresholds, the wrong
+models it is run on, and the function that turns the result into rows.
 """
 
 from __future__ import annotations
@@ -33,6 +48,7 @@ from typing import Callable, Iterable
 #: table section -> study module; imported lazily so `import qlib` stays light.
 STUDIES: dict[str, str] = {
     "supermarket: maximum queue length": "qlib.studies.max_length",
+    "supermarket: scaling families": "qlib.studies.families",
     "supermarket: mixing time": "qlib.studies.mixing",
     "heterogeneous servers": "qlib.studies.who_works_the_most",
     "supermarket: level flow": "qlib.studies.level_flow",
@@ -45,6 +61,56 @@ KINDS = ("claim", "identity", "measurement")
 #: is seen, never counted as a PASS.
 VERDICTS = ("PASS", "FAIL", "INCONCLUSIVE", "finding")
 MIN_TAUS = 10.0
+
+
+def decide(low: float, high: float, threshold: float, *, above: bool = True) -> str:
+    """The verdict of "the quantity is above (``above``) / below ``threshold``" from its 95% CI
+    [low, high]: PASS if the whole interval is on the claimed side, FAIL if it is wholly on the
+    other side, INCONCLUSIVE if it straddles (or touches) the threshold."""
+    if not (low <= high):
+        raise ValueError(f"the CI must have low <= high; got [{low}, {high}]")
+    if above:
+        return "PASS" if low >= threshold else ("FAIL" if high < threshold else "INCONCLUSIVE")
+    return "PASS" if high < threshold else ("FAIL" if low >= threshold else "INCONCLUSIVE")
+
+
+def combine(verdicts: Iterable[str]) -> str:
+    """All parts of a criterion must hold: FAIL if any part fails, else INCONCLUSIVE if any part
+    is undecided, else PASS (findings are never combined into a PASS: a finding wins)."""
+    v = list(verdicts)
+    for out in ("finding", "FAIL", "INCONCLUSIVE"):
+        if out in v:
+            return out
+    return "PASS"
+
+
+@dataclass(frozen=True)
+class ClaimSpec:
+    """One claim as data: ``key`` (its name in the study's ``CLAIMS`` table), ``claim`` (the
+    statement), ``criterion`` (how it is decided), ``thresholds`` (the paths in the study's
+    ``PARAMETERS[mode]`` of every threshold the criterion uses, fixed before the run),
+    ``wrong_models`` (the names of the wrong models it is run on: far ones that must fail, near
+    ones whose outcome is the row's resolution; a hook for the kernel variants of
+    ``qlib.supermarket.variants``), ``rows`` (result, spec) -> list of ClaimRow, and
+    ``reference`` (docs/models.md and the paper)."""
+
+    key: str
+    claim: str
+    criterion: str
+    thresholds: tuple[tuple[str, ...], ...] = ()
+    wrong_models: tuple[str, ...] = ()
+    rows: Callable[..., list] | None = None
+    reference: str = ""
+
+    def threshold_values(self, parameters: dict) -> dict[str, object]:
+        """Each threshold's value, read from ``parameters`` (a study's PARAMETERS[mode])."""
+        out = {}
+        for path in self.thresholds:
+            v = parameters
+            for p in path:
+                v = v[p]
+            out[".".join(path)] = v
+        return out
 
 
 @dataclass(frozen=True)
@@ -116,9 +182,9 @@ class ClaimRow:
         is one), run for at least MIN_TAUS relaxation times. Identities and measurements are
         sound when they pass."""
         if self.kind != "claim":
-            return self.passed
-        return (self.passed and len(self.counterfactuals) > 0
-                and not any(c.passed for c in self.counterfactuals)
+            return self.verdict == "PASS"
+        far = [c for c in self.counterfactuals if not c.near]
+        return (self.verdict == "PASS" and len(far) > 0 and not any(c.passed for c in far)
                 and (self.taus is None or self.taus >= MIN_TAUS))
 
 
@@ -143,20 +209,45 @@ def _with_source(row: ClaimRow, title: str) -> ClaimRow:
     return ClaimRow(**{**{f: getattr(row, f) for f in row.__dataclass_fields__}, "source": title})
 
 
+def counts(rows: list[ClaimRow]) -> dict[str, dict[str, int]]:
+    """kind -> verdict -> number of rows (every kind of :data:`KINDS`, every verdict)."""
+    return {k: {v: sum(1 for r in rows if r.kind == k and r.verdict == v) for v in VERDICTS} for k in KINDS}
+
+
 def summary(rows: list[ClaimRow]) -> str:
-    """One line: how many claims pass and are sound, how many identities and measurements pass."""
-    c = [r for r in rows if r.kind == "claim"]
-    i = [r for r in rows if r.kind == "identity"]
-    m = [r for r in rows if r.kind == "measurement"]
-    return (f"{sum(r.passed for r in c)} of {len(c)} claims PASS ({sum(r.sound for r in c)} sound: every "
-            f"counterfactual fails); {sum(r.passed for r in i)} of {len(i)} identities PASS"
-            + (f"; {sum(r.passed for r in m)} of {len(m)} measurements reach their precision." if m else "."))
+    """One line: per kind, how many rows PASS / FAIL / are INCONCLUSIVE / are findings, and how
+    many passing claims are sound."""
+    c = counts(rows)
+    parts = []
+    names = {"claim": "claims", "identity": "identities", "measurement": "measurements"}
+    for kind in KINDS:
+        n = sum(c[kind].values())
+        if not n:
+            continue
+        txt = f"{names[kind]}: " + ", ".join(f"{c[kind][v]} {v if v != 'finding' else 'findings'}"
+                                             for v in VERDICTS if c[kind][v] or v in ("PASS", "FAIL"))
+        if kind == "claim":
+            txt += f" ({sum(r.sound for r in rows if r.kind == 'claim')} of the PASS sound: every far wrong model fails)"
+        parts.append(txt)
+    return "; ".join(parts) + "."
+
+
+def exit_failed(rows: list[ClaimRow]) -> bool:
+    """True when some row FAILs (``python -m qlib reproduce`` then exits 1). INCONCLUSIVE rows and
+    findings do not fail the run: they are reported in the summary."""
+    return any(r.verdict == "FAIL" for r in rows)
 
 
 def _cf_text(r: ClaimRow) -> str:
     if not r.counterfactuals:
         return "none"
-    return "; ".join(f"{c.model}: {c.measured} → {'PASS (!)' if c.passed else 'FAIL'}" for c in r.counterfactuals)
+    def one(c):
+        tag = "near: " if c.near else ""
+        res = ("not rejected (not resolved)" if c.near else "not rejected (!)") if c.passed else "FAIL"
+        se = "" if c.se_distance is None else f", {c.se_distance:+.1f} SE from the threshold"
+        return f"{tag}{c.model}: {c.measured}{se} → {res}"
+
+    return "; ".join(one(c) for c in r.counterfactuals)
 
 
 def to_markdown(rows: list[ClaimRow]) -> str:
@@ -168,13 +259,15 @@ def to_markdown(rows: list[ClaimRow]) -> str:
     if claims:
         out += ["### Claims", "",
                 "| # | source | claim | parameters | start, relaxation times | theory | measured (± 95% CI) "
-                "| criterion | wrong models (same criterion) | result |",
-                "|---|---|---|---|---|---|---|---|---|---|"]
+                "| criterion | threshold (pre-set) | wrong models (same criterion; near: plausible bugs) "
+                "| resolution | verdict |",
+                "|---|---|---|---|---|---|---|---|---|---|---|---|"]
         for i, r in claims:
             run = "—" if r.taus is None else f"{r.start or '?'}; {r.taus:.0f} τ"
-            verdict = f"**{r.verdict}**" + ("" if r.sound or not r.passed else " (not sound)")
+            verdict = f"**{r.verdict}**" + ("" if r.sound or r.verdict != "PASS" else " (not sound)")
             out.append(f"| {i} | {r.source} | {_md(r.claim)} | {_md(r.parameters)} | {_md(run)} | "
-                       f"{_md(r.theory)} | {_md(r.measured)} | {_md(r.criterion)} | {_md(_cf_text(r))} | {verdict} |")
+                       f"{_md(r.theory)} | {_md(r.measured)} | {_md(r.criterion)} | {_md(r.threshold or '—')} | "
+                       f"{_md(_cf_text(r))} | {_md(r.resolution or '—')} | {verdict} |")
         out.append("")
     if measures:
         out += ["### Measurements (numbers the papers do not predict sharply, to a stated precision beside the "
@@ -202,16 +295,17 @@ def to_markdown(rows: list[ClaimRow]) -> str:
 
 def to_text(rows: list[ClaimRow]) -> str:
     """A compact plain-text table for terminals."""
-    lines = [f"{'#':>2}  {'result':6}  {'kind':11}  claim  [parameters]  theory | measured"]
+    lines = [f"{'#':>2}  {'verdict':12}  {'kind':11}  claim  [parameters]  theory | measured"]
     for i, r in enumerate(rows, 1):
-        flag = "" if r.sound or not r.passed else "  (not sound: a wrong model passes too, or too short)"
-        lines.append(f"{i:>2}  {r.verdict:6}  {r.kind:11}  {r.claim}  [{r.parameters}]  {r.theory} | {r.measured}{flag}")
+        flag = "" if r.sound or r.verdict != "PASS" else "  (not sound: a far wrong model passes too, or too short)"
+        lines.append(f"{i:>2}  {r.verdict:12}  {r.kind:11}  {r.claim}  [{r.parameters}]  {r.theory} | {r.measured}{flag}")
     lines.append(summary(rows))
     return "\n".join(lines)
 
 
 def to_json(rows: list[ClaimRow]) -> str:
-    """Every field of every row (and its verdict and soundness) as JSON."""
+    """Every field of every row as JSON: a list of rows, each with its pre-set ``threshold``, its
+    ``verdict`` (one of :data:`VERDICTS`) and ``sound`` (:func:`counts` gives the summary)."""
     return json.dumps([asdict(r) | {"verdict": r.verdict, "sound": r.sound} for r in rows], indent=1,
                       default=str)
 
@@ -220,5 +314,5 @@ def _md(s: str) -> str:
     return str(s).replace("|", "\\|").replace("\n", " ")
 
 
-__all__ = ["ClaimRow", "Counterfactual", "STUDIES", "KINDS", "VERDICTS", "MIN_TAUS", "collect", "summary",
-           "to_markdown", "to_text", "to_json"]
+__all__ = ["ClaimRow", "ClaimSpec", "Counterfactual", "STUDIES", "KINDS", "VERDICTS", "MIN_TAUS", "collect",
+           "combine", "counts", "decide", "exit_failed", "summary", "to_markdown", "to_text", "to_json"]

@@ -19,7 +19,7 @@ def test_markdown_table_has_one_row_per_claim_and_a_verdict():
     rows = [claims.ClaimRow("P_l < P_m", "lam=3", "0.44 < 0.51", "0.443 ± 0.002", True, "CI below"),
             claims.ClaimRow("k = 2", "d=10", "2", "3", False, "modal max == k")]
     md = claims.to_markdown(rows)
-    assert md.startswith("1 of 2 claims PASS")
+    assert md.startswith("claims: 1 PASS, 1 FAIL")
     lines = [l for l in md.splitlines() if l.startswith("| ") and ("PASS" in l or "FAIL" in l)]
     assert sum("**PASS**" in l for l in lines) == 1 and sum("**FAIL**" in l for l in lines) == 1
     assert json.loads(claims.to_json(rows))[1]["verdict"] == "FAIL"
@@ -58,5 +58,58 @@ def test_measurements_have_their_own_section_and_are_not_counted_as_claims():
             claims.ClaimRow("a tail", "p", "t", "m", False, kind="measurement")]
     md = claims.to_markdown(rows)
     assert md.index("### Claims") < md.index("a claim") < md.index("### Measurements") < md.index("a tail")
-    assert "1 of 1 claims PASS (1 sound" in md and "0 of 1 measurements reach their precision" in md
+    assert "claims: 1 PASS, 0 FAIL (1 of the PASS sound" in md and "measurements: 0 PASS, 1 FAIL" in md
     assert claims.ClaimRow("t", "p", "t", "m", True, kind="measurement").sound
+
+
+def test_decide_on_synthetic_cis():
+    assert claims.decide(0.96, 0.99, 0.95) == "PASS"
+    assert claims.decide(0.90, 0.94, 0.95) == "FAIL"
+    assert claims.decide(0.93, 0.97, 0.95) == "INCONCLUSIVE"  # the CI straddles the threshold
+    assert claims.decide(0.95, 0.97, 0.95) == "PASS"  # the lower end on the threshold counts as above
+    assert claims.decide(-0.5, -0.1, 0.0, above=False) == "PASS"  # a slope below 0
+    assert claims.decide(0.1, 0.5, 0.0, above=False) == "FAIL"
+    assert claims.decide(-0.3, 0.2, 0.0, above=False) == "INCONCLUSIVE"
+    with pytest.raises(ValueError):
+        claims.decide(1.0, 0.0, 0.5)
+    assert claims.combine(["PASS", "PASS"]) == "PASS"
+    assert claims.combine(["PASS", "INCONCLUSIVE"]) == "INCONCLUSIVE"
+    assert claims.combine(["INCONCLUSIVE", "FAIL"]) == "FAIL"
+    assert claims.combine(["PASS", "finding"]) == "finding"
+
+
+def test_verdicts_counted_per_kind_and_exit_status_fails_only_on_fail():
+    cf = claims.Counterfactual("JSQ(2)", "0.0", False)
+    near = claims.Counterfactual("JSQ(d-1)", "0.97", True, near=True)
+    rows = [claims.ClaimRow("a", "p", "t", "m", True, counterfactuals=(cf, near), taus=20.0),
+            claims.ClaimRow("b", "p", "t", "m", False, outcome="INCONCLUSIVE", threshold=">= 0.95"),
+            claims.ClaimRow("c", "p", "t", "m", False, outcome="finding"),
+            claims.ClaimRow("i", "p", "t", "m", True, kind="identity")]
+    c = claims.counts(rows)
+    assert c["claim"] == {"PASS": 1, "FAIL": 0, "INCONCLUSIVE": 1, "finding": 1}
+    assert c["identity"]["PASS"] == 1
+    assert rows[0].sound  # a near wrong model that passes is the row's resolution, not unsoundness
+    assert not claims.exit_failed(rows)
+    assert claims.exit_failed(rows + [claims.ClaimRow("d", "p", "t", "m", False)])
+    md = claims.to_markdown(rows)
+    assert "1 INCONCLUSIVE" in md and "1 findings" in md and ">= 0.95" in md and "near: JSQ(d-1)" in md
+    data = json.loads(claims.to_json(rows))
+    assert [r["verdict"] for r in data] == ["PASS", "INCONCLUSIVE", "finding", "PASS"]
+    assert data[1]["threshold"] == ">= 0.95"
+
+
+def test_claim_specs_read_their_thresholds_from_parameters():
+    from qlib.studies import families, mixing
+    assert all(isinstance(s, claims.ClaimSpec) for s in families.CLAIMS.values())
+    assert all(isinstance(s, claims.ClaimSpec) for s in mixing.CLAIMS.values())
+    for title, module in claims.STUDIES.items():
+        m = importlib.import_module(module)
+        specs = getattr(m, "CLAIMS", {})
+        if not isinstance(specs, dict):
+            continue
+        for spec in specs.values():
+            if not isinstance(spec, claims.ClaimSpec):  # a study with its own claim table
+                continue
+            for mode in ("full", "smoke"):
+                values = spec.threshold_values(m.PARAMETERS[mode])  # KeyError if a threshold is not there
+                assert len(values) == len(spec.thresholds), (title, spec.key)

@@ -32,6 +32,11 @@ def test_exit_status_1_when_a_claim_fails_and_0_when_all_pass(monkeypatch, tmp_p
     monkeypatch.setattr(claims, "collect", lambda *a, **k: [ok])
     assert main(["reproduce", "--quick", "--markdown", str(tmp_path / "t.md")]) == 0
     assert (tmp_path / "t.md").read_text().count("PASS") >= 1
+    # INCONCLUSIVE rows and findings are counted, not failed: exit 0
+    unsure = claims.ClaimRow("c", "p", "t", "m", False, outcome="INCONCLUSIVE")
+    seen = claims.ClaimRow("c", "p", "t", "m", False, outcome="finding")
+    monkeypatch.setattr(claims, "collect", lambda *a, **k: [ok, unsure, seen])
+    assert main(["reproduce", "--quick"]) == 0
 
 
 def test_bad_scale_is_rejected_before_any_work(monkeypatch, capsys):

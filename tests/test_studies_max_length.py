@@ -92,10 +92,12 @@ def _fake(max_dist, p=None, n=10**4, d=20, lam=0.998):
 
 
 def test_the_criteria_can_fail():
-    ok, _, _ = eq._max_verdict(_fake([0, 0, 0, 0.95, 0.05, 0]), 0, 3)
-    assert ok
-    bad, _, _ = eq._max_verdict(_fake([0, 0, 0, 0.5, 0.5, 0]), 0, 3)
-    assert not bad
+    ok, _, _ = eq._max_verdict(_fake([0, 0, 0, 0.95, 0.05, 0]), 0, 3, 0.9)
+    assert ok == "PASS"  # CI 0.93 to 0.97, wholly above 0.9
+    bad, _, _ = eq._max_verdict(_fake([0, 0, 0, 0.5, 0.5, 0]), 0, 3, 0.9)
+    assert bad == "FAIL"
+    unsure, _, _ = eq._max_verdict(_fake([0, 0, 0, 0.91, 0.09, 0]), 0, 3, 0.9)
+    assert unsure == "INCONCLUSIVE"  # CI 0.89 to 0.93 straddles 0.9
     fp = sm.fluid_fixed_point(20, 0.998, 4)
     exact = fp[:-1] - fp[1:]
     ok, _, _ = eq._profile_verdict(_fake([0] * 6, np.append(exact, 0)), 0, 20, 0.998, 3)
@@ -148,3 +150,25 @@ def test_figures_draw_from_the_result_even_with_empty_levels(smoke):
     for fig in (P.regime_map_figure(odd), P.profiles_figure(odd), P.concentration_figure(odd), P.finite_n_figure(odd)):
         assert fig.axes
         plt.close(fig)
+
+
+def test_findings_render_from_the_result_and_max_rows_use_the_preset_threshold(smoke):
+    md = eq.findings_markdown(smoke)
+    assert md.count("\n- ") == 4 and "P(max = k)" in md
+    rows = eq.claim_rows(smoke)
+    p_min = eq.PARAMETERS["smoke"]["max"]["p_min"]
+    for r in rows[:3]:
+        assert r.verdict in ("PASS", "FAIL", "INCONCLUSIVE") and f">= {p_min:g}" in r.threshold
+
+
+def test_long_points_join_from_their_scale(monkeypatch):
+    monkeypatch.delenv("QLIB_SCALE", raising=False)
+    base = eq.finite_n_sizes("full")
+    assert 10_000 not in base and 10_000 not in eq.family_sizes("full")
+    assert len(eq.sweep_points("full")) == len(eq.PARAMETERS["full"]["sweep"]["ns"])
+    monkeypatch.setenv("QLIB_SCALE", "2")
+    assert 10_000 in eq.finite_n_sizes("full") and 100_000 not in eq.finite_n_sizes("full")
+    assert 10_000 in eq.family_sizes("full") and len(eq.sweep_points("full")) == len(eq.PARAMETERS["full"]["sweep"]["ns"]) + 1
+    monkeypatch.setenv("QLIB_SCALE", "10")
+    assert 100_000 in eq.finite_n_sizes("full")
+    assert eq.finite_n_sizes("smoke") == eq.PARAMETERS["smoke"]["finite_n"]["ns"]

@@ -80,12 +80,32 @@ def test_study_shape_and_rows(smoke):
     assert set(study.PARAMETERS) == {"full", "smoke"}
     assert set(study.PARAMETERS["full"]) == set(study.PARAMETERS["smoke"])
     assert isinstance(smoke, study.MixingResult)
+    by = study.claim_rows_by_key(smoke)
     rows = study.claim_rows(smoke)
-    assert len(rows) == 6 and all(r.kind == "claim" and r.counterfactuals for r in rows)
+    assert len(rows) == 9 and all(r.kind == "claim" and r.counterfactuals for r in rows)
+    assert [len(by[k]) for k in study.CLAIMS] == [2, 1, 1, 2, 1, 2]  # rows 10, 13, 15 on both families
     # the counterfactuals of the coupling rows fail in any mode: wrong models do not meet in time
-    for r in rows[:2]:
+    for r in by["good_start"] + by["bad_start"]:
         assert not any(c.passed for c in r.counterfactuals)
-    assert not rows[4].counterfactuals[0].passed  # uncoupled chains: no decay to measure
+    assert not by["tail"][0].counterfactuals[0].passed  # uncoupled chains: no decay to measure
+    # the drain term is of the order of the bound along the gamma = 0 family: row 11 is a finding
+    assert by["bad_start"][0].verdict == "finding"
+    md = study.findings_markdown(smoke)
+    assert md.count("\n- ") >= 7
+
+
+def test_d_scaling_is_judged_two_sided():
+    class M:  # a d sweep whose meeting times grow like d^e (k = 2 at these points)
+        def __init__(self, e):
+            self.d = np.array([100, 141, 200, 283])
+            self.lam = np.full(4, 1 - 1e-3)
+            self.n = np.full(4, 3000)
+            rng = np.random.default_rng(0)
+            self.T = (self.d[:, None].astype(float) ** e) * rng.uniform(0.95, 1.05, (4, 16))
+    tol = study.PARAMETERS["full"]["claims"]["d_exponent_tol"]
+    assert study._d_exponent(M(1.0), None, tol)[0] == "PASS"
+    assert study._d_exponent(M(0.0), None, tol)[0] == "FAIL"
+    assert study._d_exponent(M(2.0), None, tol)[0] == "FAIL"  # above the band: two-sided
 
 
 def test_explore_slider_callback():

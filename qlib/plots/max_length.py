@@ -13,7 +13,8 @@ import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.colors import BoundaryNorm
 
-from qlib.studies.max_length import Estimates, FromEmptyRun, InteractiveRun, MaxLengthResult, ProfileView
+from qlib.studies.max_length import (INDEPENDENT_BAND, Estimates, FromEmptyRun, InteractiveRun, MaxLengthResult,
+                                     ProfileView)
 from qlib.supermarket.theory import asymptotic_profile, fluid_fixed_point
 from qlib.supermarket.refined import refined_mean_field
 
@@ -152,12 +153,12 @@ def finite_n_figure(result: MaxLengthResult):
         ax.plot(grid, [r.tail_fraction(int(x))[lv] / fl for x in grid], mk, color=c,
                 label=f"refined mean field, order 1/n{'²' if order == 2 else ''}")
     ax.axhline(1.0, color="k", lw=1, ls=":", label="fluid fixed point")
-    ax.fill_between([1e5 / 1.3, 1e5 * 1.3], 25, 45, color="grey", alpha=0.3,
-                    label="independent codes at n = 1e5, ~1200 τ (25-45x)")
+    ax.fill_between([1e5 / 1.3, 1e5 * 1.3], *INDEPENDENT_BAND, color="grey", alpha=0.3,
+                    label=f"independent codes at n = 1e5, ~1200 τ ({INDEPENDENT_BAND[0]:g}-{INDEPENDENT_BAND[1]:g}x)")
     sh = result.finite_n_short["tail"] / fl
     n_sh = float(result.finite_n_short["n"])
     ax.errorbar([n_sh * 1.15], [sh.mean()], yerr=[1.96 * sh.std(ddof=1) / math.sqrt(sh.size)], fmt="x", color="k",
-                ms=8, capsize=3, label="4.4 τ from the fluid point (old protocol)")
+                ms=8, capsize=3, label=f"{float(result.finite_n_short['taus']):g} τ from the fluid point (old protocol)")
     ax.set(xscale="log", yscale="log", xlabel="n (queues)", ylabel="E[u_3]/n ÷ fluid s_3",
            title=f"Finite-n tail at length 3 (lam = {float(fn.lam[0])}, d = {int(fn.d[0])})")
     ax.legend(fontsize=7)

@@ -1,0 +1,98 @@
+"""Figures of the scaling-families section of notebook 01 (:mod:`qlib.studies.families`).
+
+Each ``*_figure`` takes the :class:`qlib.studies.families.FamiliesResult` and returns a
+matplotlib Figure; error bars are 95% confidence intervals of the equilibrium estimates.
+"""
+
+from __future__ import annotations
+
+import matplotlib.pyplot as plt
+import numpy as np
+
+from qlib.studies.families import FamiliesResult
+
+_MARKERS = "osD^vP<>X*"
+
+
+def _err(y, lo, hi):
+    return np.vstack([np.maximum(y - lo, 0.0), np.maximum(hi - y, 0.0)])
+
+
+def _label(f) -> str:
+    return f"{f.name}: α={f.alpha:g}, β={f.beta:g} (k={f.k}, γ={f.gamma:+.2f})"
+
+
+def concentration_families_figure(result: FamiliesResult):
+    """(f1) P(max = k) against n, one line per family, with 95% CIs (filled markers where the
+    point is inside the hypotheses H0-H3, open outside); dashed: the 0.95 threshold."""
+    fig, ax = plt.subplots(figsize=(7.4, 4.6))
+    for i, f in enumerate(result.families):
+        p = np.array([f.p_k(j) for j in range(f.ns.size)])
+        line = ax.errorbar(f.ns, p[:, 0], yerr=_err(p[:, 0], p[:, 1], p[:, 2]), marker=_MARKERS[i % 10], capsize=3,
+                           ls="-" if f.gamma > 0 else "--", label=_label(f))
+        out = [j for j in range(f.ns.size) if not f.inside(j)]
+        if out:
+            ax.scatter(f.ns[out], p[out, 0], s=90, facecolors="white", edgecolors=line[0].get_color(), zorder=4,
+                       marker=_MARKERS[i % 10])
+    ax.axhline(result.parameters["claims"]["p_min"], color="k", ls=":", lw=1)
+    ax.set(xscale="log", xlabel="n", ylabel="P(max = k)", ylim=(-0.02, 1.02),
+           title="λ = 1 − n^−α, d = ⌊n^β⌋: fraction of time the longest queue is k (open: outside H0–H3)")
+    ax.legend(fontsize=7.5, loc="lower right")
+    return fig
+
+
+def family_map_figure(result: FamiliesResult):
+    """(f2) The (α, β) plane: lines α/β = j (k jumps; (k−1)β = α is the line j = k − 1), the lines
+    γ = 0 (α = (1 + (k−1)β)/2) for k = 2, 3, and each family's marker coloured by P(max = k) at its
+    largest n."""
+    fig, ax = plt.subplots(figsize=(6.4, 5.2))
+    b = np.linspace(0.05, 1.0, 200)
+    for j in (1, 2, 3):
+        ax.plot(b, j * b, "k-", lw=0.8, alpha=0.6)
+        bl = min(0.95 / j, 0.70)
+        ax.text(bl + 0.01, j * bl - 0.02, f"α/β = {j}", fontsize=7.5, ha="left", va="top")
+    for k in (2, 3):
+        lo, hi = (k - 1) * b, k * b  # the band where ceil(alpha/beta) = k
+        a = (1 + (k - 1) * b) / 2
+        ok = (a >= lo) & (a <= hi) & (a <= 1)
+        ax.plot(b[ok], a[ok], "r--", lw=1.2, label="γ = 0 (k = 2, 3)" if k == 2 else None)
+    sc = None
+    for i, f in enumerate(result.families):
+        pk = f.p_k(f.ns.size - 1)[0]
+        sc = ax.scatter([f.beta], [f.alpha], c=[pk], cmap="RdYlGn", vmin=0, vmax=1, s=110, edgecolors="k",
+                        marker=_MARKERS[i % 10], zorder=3)
+        ax.annotate(f"{f.name} (n={int(f.ns[-1]):.0e})".replace("e+0", "e"), (f.beta, f.alpha),
+                    textcoords="offset points", xytext=(6, 4), fontsize=8)
+    fig.colorbar(sc, ax=ax).set_label("P(max = k) at the family's largest n")
+    ax.set(xlim=(0.2, 0.75), ylim=(0.35, 1.0), xlabel="β (d = ⌊n^β⌋)", ylabel="α (1 − λ = n^−α)",
+           title="families over (α, β): γ = 1 − 2α + (k−1)β > 0 below the red line")
+    ax.legend(fontsize=8, loc="lower right")
+    return fig
+
+
+def buffer_figure(result: FamiliesResult):
+    """(f3) Left: P(max ≠ k) against buffer/excursion n (1−λ)² d^(k−1); right: the measured
+    standard deviation of N over 1/(1−λ) against the same ratio."""
+    fig, (ax, ax2) = plt.subplots(1, 2, figsize=(10.5, 4.2))
+    for i, f in enumerate(result.families):
+        x = np.array([h["buffer_over_excursion"] for h in f.hyp])
+        p = np.array([f.p_k(j) for j in range(f.ns.size)])
+        q, qlo, qhi = 1 - p[:, 0], 1 - p[:, 2], 1 - p[:, 1]
+        floor = 1e-4
+        ax.errorbar(x, np.maximum(q, floor), yerr=_err(np.maximum(q, floor), np.maximum(qlo, floor),
+                                                         np.maximum(qhi, floor)),
+                    marker=_MARKERS[i % 10], capsize=3, ls="-", label=_label(f))
+        sd = f.sd.sd.mean(axis=1) * (1 - f.est.lam)
+        ax2.plot(x, sd, marker=_MARKERS[i % 10], ls="-", label=f.name)
+    ax.set(xscale="log", yscale="log", xlabel="buffer / excursion = n (1−λ)² d^(k−1)", ylabel="P(max ≠ k)",
+           title="the maximum leaves k less often as the buffer grows")
+    ax.legend(fontsize=7)
+    ax2.axhline(1.0, color="k", ls=":", lw=1)
+    ax2.set(xscale="log", yscale="log", xlabel="buffer / excursion = n (1−λ)² d^(k−1)",
+            ylabel="SD(N) · (1−λ)", title="SD of the number of customers, in units of 1/(1−λ)")
+    ax2.legend(fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
+__all__ = ["concentration_families_figure", "family_map_figure", "buffer_figure"]

@@ -1,0 +1,76 @@
+"""qlib.studies.families: the scaling families, their hypotheses, verdicts and figures (smoke mode)."""
+
+import math
+
+import numpy as np
+import pytest
+
+from qlib import claims
+from qlib.studies import families as F
+
+
+def test_family_points_and_gamma():
+    assert F.family_point(10_000, 0.75, 0.5) == (10_000, 100, 1 - 1e-3)
+    assert F.gamma(0.75, 0.5) == pytest.approx(0.0)
+    assert F.gamma(0.5, 0.4) == pytest.approx(0.4)
+    assert F.gamma(0.8, 0.35) == pytest.approx(1 - 1.6 + 0.7)  # k = 3
+    h = F.hypotheses(10_000, 39, 1 - 1e-2, 0.5, 0.4, c_max=0.5, gamma_min=0.0)
+    assert h["H0"] and h["H1"] and h["H2"] and h["H3"] and h["k"] == 2
+    assert h["buffer_over_excursion"] == pytest.approx(1e4 * 1e-4 * 39)
+    assert not F.hypotheses(10_000, 100, 1 - 1e-3, 0.75, 0.5, c_max=0.5, gamma_min=0.0)["H3"]
+
+
+def test_full_parameters_cover_the_issue():
+    fams = F.PARAMETERS["full"]["families"]
+    k2_pos = [n for n, f in fams.items() if math.ceil(f["alpha"] / f["beta"]) == 2 and F.gamma(f["alpha"], f["beta"]) > 0]
+    assert len(k2_pos) >= 3
+    assert any(abs(F.gamma(f["alpha"], f["beta"])) < 1e-12 for f in fams.values())
+    assert any(F.gamma(f["alpha"], f["beta"]) < 0 for f in fams.values())
+    assert any(math.ceil(f["alpha"] / f["beta"]) == 3 for f in fams.values())
+    for f in fams.values():
+        assert min(f["ns"]) >= 1_000
+    assert F.PARAMETERS["full"]["burn_taus"] >= 20 and F.PARAMETERS["full"]["batch_taus"] >= 10
+    for spec in F.CLAIMS.values():
+        for m in spec.wrong_models:
+            assert m in F.WRONG_MODELS
+
+
+def test_slope_ci_on_synthetic_data():
+    ns = np.array([1e3, 1e4, 1e5])
+    q = np.array([0.5, 0.05, 0.005])
+    b, lo, hi = F.slope_ci(ns, q, q * 0.9, q * 1.1, boot=500, seed=1)
+    assert b == pytest.approx(-1.0, abs=1e-9) and lo < -0.9 and hi < 0
+    flat = np.array([0.3, 0.3, 0.3])
+    b, lo, hi = F.slope_ci(ns, flat, flat - 0.2, flat + 0.2, boot=500, seed=1)
+    assert lo < 0 < hi  # straddles: INCONCLUSIVE
+    assert claims.decide(lo, hi, 0.0, above=False) == "INCONCLUSIVE"
+
+
+def test_smoke_run_rows_and_figures(fresh_cache, tmp_path, monkeypatch):
+    monkeypatch.setenv("QLIB_FIGURES", str(tmp_path))
+    r = F.run("smoke", progress=False)
+    assert [f.name for f in r.families] == list(F.PARAMETERS["smoke"]["families"])
+    rows = F.claim_rows(r)
+    assert all(row.verdict in claims.VERDICTS for row in rows)
+    for f, row in zip(r.families, rows):
+        if f.gamma <= 0:
+            assert row.verdict == "finding"  # outside the hypotheses: never a PASS
+        assert row.threshold
+    a = r.family("A")
+    assert a.wrong and all(e.n[0] == a.ns[-1] for e in a.wrong.values())
+    assert a.sd.sd.shape == (a.ns.size, F.PARAMETERS["smoke"]["sd"]["replicas"]) and np.all(a.sd.sd > 0)
+    md = F.findings_markdown(r)
+    assert md.count("\n| ") == sum(f.ns.size for f in r.families)  # one table row per point
+    from qlib.plots import families as pf
+    import matplotlib.pyplot as plt
+    for fig in (pf.concentration_families_figure(r), pf.family_map_figure(r), pf.buffer_figure(r)):
+        plt.close(fig)
+
+
+def test_scaled_sizes(monkeypatch):
+    monkeypatch.delenv("QLIB_SCALE", raising=False)
+    assert F.family_ns("full", "A") == F.PARAMETERS["full"]["families"]["A"]["ns"]
+    monkeypatch.setenv("QLIB_SCALE", "2")
+    assert 10_000 in F.family_ns("full", "E") and 100_000 not in F.family_ns("full", "A")
+    monkeypatch.setenv("QLIB_SCALE", "10")
+    assert 100_000 in F.family_ns("full", "A") and 100_000 not in F.family_ns("full", "K3")
