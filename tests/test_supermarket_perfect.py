@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-import scipy.stats
 
 from qlib import _rng
 from qlib.supermarket import chain as K
 from qlib.supermarket import exact_equilibrium, perfect_samples
 from qlib.supermarket.exact import exact_stationary
-from qlib.supermarket.perfect import coalescence_lower_bound
+from qlib import stats
+from qlib.supermarket.perfect import coalescence_lower_bound, forward_meeting_states, state_law
 
 P_PASS = 1e-3  # fixed before the runs: pass at p > P_PASS, the biased sampler must give p < P_PASS
 SAMPLES = 20_000
@@ -25,49 +25,17 @@ SAMPLES = 20_000
 POINTS = [(2, 3, 0.95, 5, True), (3, 2, 0.8, 4, True), (4, 2, 0.9, 3, False), (6, 3, 0.7, 2, True)]
 
 
-def _g_test(counts: np.ndarray, n: int, d: int, lam: float, L: int, replacement: bool) -> tuple[float, int, float]:
-    """(G, degrees of freedom, p-value) of the empirical law of count vectors against the exact
-    stationary law of the bounded chain; cells with expected count < 5 pooled into one."""
+def _g_test(counts: np.ndarray, n: int, d: int, lam: float, L: int, replacement: bool):
+    """G-test of the empirical law of count vectors against the exact law of the bounded chain."""
     C, pi = exact_stationary(n, d, lam, L, replacement=replacement)
-    index = {tuple(c): i for i, c in enumerate(C)}
-    obs = np.bincount([index[tuple(c)] for c in counts], minlength=len(pi)).astype(float)
-    exp = pi * obs.sum()
-    keep = exp >= 5
-    O, E = obs[keep], exp[keep]
-    if np.any(~keep):
-        O, E = np.r_[O, obs[~keep].sum()], np.r_[E, exp[~keep].sum()]
-    m = O > 0
-    G = 2.0 * float(np.sum(O[m] * np.log(O[m] / E[m])))
-    df = len(O) - 1
-    return G, df, float(scipy.stats.chi2.sf(G, df))
-
-
-def _forward_coupling_states(n, d, lam, L, R, seed, replacement):
-    """The biased sampler: bottom and top run forward from time 0; output their state when they
-    first meet (biased: the meeting time depends on the path)."""
-    params = K.lane_params([(n, d, lam)], [R])
-    u0 = np.zeros((2, L + 1, R), np.uint32)
-    u0[:, 0] = n
-    u0[1, 1:] = n
-    drv = K.ChainDriver(u0, _rng.replica_states_np(seed, np.arange(R)), params, replacement=replacement,
-                        levels=L, progress=False, total=1, desc="", capacity=True)
-    out = np.zeros((R, L + 1), np.int64)
-    todo = np.ones(R, bool)
-    while todo.any():
-        drv.run(1, observe="seen", active=drv.mask(todo))
-        c = drv.counts()
-        met = todo & np.all(c[0] == c[1], axis=0)
-        out[met] = c[0][:, met].T
-        todo &= ~met
-    drv.close()
-    return out
+    return stats.g_test(state_law(counts, C), pi)
 
 
 @pytest.mark.parametrize("n,d,lam,L,replacement", POINTS)
 def test_perfect_samples_follow_the_exact_stationary_law(n, d, lam, L, replacement):
     r = perfect_samples(n, d, lam, capacity=L, replicas=SAMPLES, seed=11, replacement=replacement)
-    G, df, p = _g_test(r.counts, n, d, lam, L, replacement)
-    assert p > P_PASS, f"G = {G:.1f} on {df} df, p = {p:.2e}"
+    g = _g_test(r.counts, n, d, lam, L, replacement)
+    assert g.p_value > P_PASS, g
     assert np.all(r.coalescence_steps >= coalescence_lower_bound(n, L))
     # the exact loss probability lies within 5 SE of the samples' estimate
     e = exact_equilibrium(n, d, lam, capacity=L, replacement=replacement)
@@ -77,9 +45,9 @@ def test_perfect_samples_follow_the_exact_stationary_law(n, d, lam, L, replaceme
 
 @pytest.mark.parametrize("n,d,lam,L,replacement", POINTS[1:3])
 def test_the_forward_meeting_state_fails_the_same_test(n, d, lam, L, replacement):
-    counts = _forward_coupling_states(n, d, lam, L, SAMPLES, 11, replacement)
-    G, df, p = _g_test(counts, n, d, lam, L, replacement)
-    assert p < P_PASS, f"the biased sampler passed: G = {G:.1f} on {df} df, p = {p:.2e}"
+    counts = forward_meeting_states(n, d, lam, capacity=L, replicas=SAMPLES, seed=11, replacement=replacement)
+    g = _g_test(counts, n, d, lam, L, replacement)
+    assert g.p_value < P_PASS, f"the biased sampler passed: {g}"
 
 
 def test_bottom_stays_below_top_at_every_step_and_meets_at_the_sample():

@@ -50,7 +50,8 @@ from qlib.supermarket import chain as K
 from qlib.supermarket.simulation import check_point
 from qlib.supermarket.theory import all_sampled_at_least, predicted_max_length
 
-__all__ = ["PerfectSamples", "perfect_samples", "capacity_for", "coalescence_lower_bound"]
+__all__ = ["PerfectSamples", "perfect_samples", "capacity_for", "coalescence_lower_bound", "forward_meeting_states",
+           "state_law"]
 
 #: Largest capacity accepted: counts are (capacity + 1) levels per chain, and the top state
 #: must drain n L customers, so a cap far above the queues the model can build is only cost.
@@ -184,19 +185,23 @@ def perfect_samples(n: int, d: int, lam: float | None = None, *, capacity: int, 
     spent = np.zeros(R, np.int64)
     T = min(max(16, coalescence_lower_bound(n, L)), max_steps)
     todo = np.arange(R)
+    width = 1 << (R - 1).bit_length()
     while todo.size:
+        # the lanes still to do first, then idle copies of the first up to a power of two >= R:
+        # every round has the same shapes (one compile), and the kernel skips the idle groups
         m = todo.size
-        u0 = np.zeros((2, L + 1, m), np.uint32)
+        lanes = np.r_[todo, np.full(width - m, todo[0])]
+        u0 = np.zeros((2, L + 1, lanes.size), np.uint32)
         u0[:, 0] = n
         u0[1, 1:] = n
         with np.errstate(over="ignore"):  # s_r - 2T GOLDEN, mod 2^64
-            rng0 = s0[todo] - np.uint64(2 * T % 2**64) * np.uint64(_rng.GOLDEN)
-        sub = K.LaneParams(*(a[todo] for a in params))
+            rng0 = s0[lanes] - np.uint64(2 * T % 2**64) * np.uint64(_rng.GOLDEN)
+        sub = K.LaneParams(*(a[lanes] for a in params))
         drv = K.ChainDriver(u0, rng0, sub, replacement=replacement, levels=L, progress=False, total=T,
                             desc="coupling from the past", capacity=True)
         try:
-            drv.run(T, observe="seen")
-            c = drv.counts()
+            drv.run(T, observe="seen", active=drv.mask(np.arange(lanes.size) < m))
+            c = drv.counts()[:, :, :m]
         finally:
             drv.close()
         spent[todo] += T
@@ -211,3 +216,48 @@ def perfect_samples(n: int, d: int, lam: float | None = None, *, capacity: int, 
         T = min(2 * T, max_steps)
     return PerfectSamples(n=n, d=d, lam=lam, one_minus_lam=eps, replacement=replacement, capacity=L, seed=seed,
                           counts=counts, coalescence_steps=coalesced_at, start_states=s0, steps_run=spent)
+
+
+def forward_meeting_states(n: int, d: int, lam: float, *, capacity: int, replicas: int, seed: int = 0,
+                           replacement: bool = True) -> np.ndarray:
+    """A deliberately BIASED sampler, kept as the wrong model the exactness tests must reject.
+
+    Bottom and top start at time 0 and run forward on the replica's words of times 1, 2, ...;
+    the state at which they first meet is returned, (R, L+1). The meeting time depends on the
+    path, so this state is not stationary (it sits low: the chains meet when the top has drained).
+    Runs the plain step (:func:`qlib.supermarket.chain.step`) until every replica has met: for
+    small runs only.
+    """
+    n, d, lam, eps, replacement, L, R, seed, _ = _check(n, d, lam, None, replacement, capacity, replicas, seed,
+                                                         None)
+    import jax
+    import jax.numpy as jnp
+
+    u0 = np.zeros((2, L + 1, R), np.uint32)
+    u0[:, 0] = n
+    u0[1, 1:] = n
+    with jax.enable_x64(True):
+        p = K.LaneParams(*(jnp.asarray(a) for a in K.lane_params([(n, d, lam, eps if eps <= 0.5 else None)], [R])))
+
+        def body(c):
+            st, out, todo = c
+            st, _ = K.step(st, p, replacement)  # the plain step: one kernel, no host round trip
+            met = todo & jnp.all(st.u[0] == st.u[1], axis=0)
+            return st, jnp.where(met[:, None], st.u[0].T.astype(jnp.int64), out), todo & ~met
+
+        st0 = K.ChainState(jnp.asarray(_rng.replica_states_np(seed, np.arange(R))), jnp.asarray(u0),
+                           jnp.zeros(R, jnp.int64))
+        run = jax.jit(lambda c: jax.lax.while_loop(lambda c: jnp.any(c[2]), body, c))
+        _, out, _ = run((st0, jnp.zeros((R, L + 1), jnp.int64), jnp.ones(R, bool)))
+        return np.asarray(out)
+
+
+def state_law(counts: Any, states: np.ndarray) -> np.ndarray:
+    """Cell counts of sample count vectors (R, L+1) over the rows of ``states`` (S, L+1), e.g.
+    the states of :func:`qlib.supermarket.exact_stationary`; ValueError if a sample is not one."""
+    index = {tuple(int(v) for v in s): i for i, s in enumerate(np.asarray(states))}
+    try:
+        cells = [index[tuple(int(v) for v in c)] for c in np.asarray(counts)]
+    except KeyError as e:
+        raise ValueError(f"a sample {e.args[0]} is not among the given states") from None
+    return np.bincount(np.asarray(cells, dtype=np.int64), minlength=len(index))
