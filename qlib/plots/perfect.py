@@ -49,3 +49,15 @@ def max_law_figure(result: PerfectResult):
                  f"L = {int(m.capacity)}, {m.counts.shape[0]} samples")
     ax.legend(fontsize=8)
     return fig
+
+
+def explore_figure(x):
+    """The law of the maximum of one slider setting's perfect samples (Wilson intervals)."""
+    i = np.arange(x.max_law.size)
+    fig, ax = plt.subplots(figsize=(5.2, 3.4))
+    yerr = np.vstack([x.max_law - x.max_low, x.max_high - x.max_law]).clip(min=0)
+    ax.bar(i, x.max_law, yerr=yerr, capsize=3, color="C2", alpha=0.8)
+    ax.set(xlabel="longest queue", ylabel="fraction of samples", ylim=(0, 1.05),
+           title=f"n = {x.n}, d = {x.d}, λ = {x.lam:g}, L = {x.capacity}: {x.samples.shape[0]} exact samples, "
+                 f"mean coalescence {np.mean(x.coalescence):.3g} steps")
+    return fig

@@ -291,3 +291,28 @@ def findings(result: PerfectResult) -> str:
            "precision." if float(m.mass) == 0 else "the cap is felt; read the samples as the bounded model's."),
     ]
     return "\n".join(lines)
+
+
+@dataclass(frozen=True)
+class Exploration:
+    """One slider setting of notebook 04: the ``samples`` (R, L+1) at (n, d, lam, capacity), the
+    law of their maximum ``max_law`` with Wilson ``max_low``/``max_high``, and ``coalescence`` (R,)."""
+
+    n: int
+    d: int
+    lam: float
+    capacity: int
+    samples: np.ndarray
+    max_law: np.ndarray
+    max_low: np.ndarray
+    max_high: np.ndarray
+    coalescence: np.ndarray
+
+
+def explore(n: int, d: int, lam: float, capacity: int, *, replicas: int = 32, seed: int = 0) -> Exploration:
+    """Perfect samples at one slider setting (the notebook's widget callback calls this)."""
+    r = perfect_samples(n, d, lam, capacity=capacity, replicas=replicas, seed=seed)
+    hits = np.bincount(r.max_length, minlength=capacity + 1)[: capacity + 1]
+    lo, hi = stats.wilson_interval(hits, r.replicas)
+    return Exploration(n=r.n, d=r.d, lam=r.lam, capacity=r.capacity, samples=r.counts, max_law=hits / r.replicas,
+                       max_low=lo, max_high=hi, coalescence=r.coalescence_steps)
