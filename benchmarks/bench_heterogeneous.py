@@ -214,7 +214,8 @@ def table(rows: list[dict]) -> str:
 
 
 if __name__ == "__main__":
-    import qlib  # noqa: F401  (one host device per core, before JAX starts)
+    import qlib
+    qlib.configure_xla()  # one host device per core, before JAX starts
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true")

@@ -32,7 +32,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import qlib  # noqa: E402,F401  (before JAX runs: one host device per core)
+import qlib  # noqa: E402
+qlib.configure_xla()  # before JAX runs: one host device per core, small loops
 
 import numpy as np  # noqa: E402
 

@@ -59,7 +59,8 @@ def main(argv=None) -> int:
     ap.add_argument("--out", type=Path, default=None)
     a = ap.parse_args(argv)
 
-    import qlib  # noqa: F401
+    import qlib
+    qlib.configure_xla()
     import jax
 
     devs = jax.devices()

@@ -28,7 +28,8 @@ ROOT = HERE.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(HERE))
 
-import qlib  # noqa: E402,F401  (first: one XLA host device per core)
+import qlib  # noqa: E402
+qlib.configure_xla()  # first: one XLA host device per core, small loops
 
 README = HERE / "README.md"
 HETERO = "## Heterogeneous servers"

@@ -98,6 +98,9 @@ def figures(only: list[str] | None, smoke: bool) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from qlib import configure_xla
+
+    configure_xla()  # before JAX runs anything: one host device per core, small loops in one kernel
     ap = argparse.ArgumentParser(prog="qlib", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="cmd", required=True)

@@ -12,6 +12,7 @@ model ids, live progress bars), no stderr streams.
 from __future__ import annotations
 
 import os
+import tempfile
 from contextlib import contextmanager
 from pathlib import Path
 from queue import Empty
@@ -20,8 +21,10 @@ from time import monotonic
 import jupytext
 import nbformat
 from nbclient import NotebookClient
+from traitlets.config import Config
 
 from qlib._progress import progress_bar
+from qlib._xla import flags as xla_flags
 from qlib.config import ROOT, SMOKE_ENV
 
 NOTEBOOK_DIR = ROOT / "notebooks"
@@ -106,15 +109,29 @@ def execute(path: str | os.PathLike, *, smoke: bool, output: str | os.PathLike |
     """Run every cell of one notebook (its .md source or an .ipynb) in a fresh kernel; return
     the executed notebook, machine noise stripped (:func:`strip_machine_noise`).
 
-    ``smoke`` sets QLIB_SMOKE=1 for the kernel. ``output`` (optional) is where the executed
-    notebook is written as .ipynb. A failing cell raises ``CellExecutionError``.
+    ``smoke`` sets QLIB_SMOKE=1 for the kernel, and the kernel gets qlib's XLA flags
+    (:func:`qlib.configure_xla`). ``output`` (optional) is where the executed notebook is
+    written as .ipynb. A failing cell raises ``CellExecutionError``.
+
+    The kernel talks to this process over IPC (Unix sockets in a private temporary folder), not
+    TCP: nothing listens on a port, and the kernel has no reason to print its "running over TCP
+    without encryption" warning once per notebook.
     """
     path = Path(path)
     nb = read(path)
+    with tempfile.TemporaryDirectory(prefix="qlib-kernel-") as sockets:
+        return _execute(path, nb, smoke=smoke, output=output, timeout=timeout, progress=progress,
+                        extra_env=extra_env, sockets=sockets)
+
+
+def _execute(path: Path, nb, *, smoke, output, timeout, progress, extra_env, sockets: str):
     bar = progress_bar(sum(c.cell_type == "code" for c in nb.cells), show=progress, desc=path.name,
                        unit="cell")
+    cfg = Config()
+    cfg.KernelManager.transport = "ipc"
+    cfg.KernelManager.ip = os.path.join(sockets, "kernel")
     client = NotebookClient(nb, timeout=timeout, kernel_name="python3", record_timing=False,
-                            resources={"metadata": {"path": str(path.parent)}})
+                            resources={"metadata": {"path": str(path.parent)}}, config=cfg)
     client.on_cell_executed = lambda **kw: bar.update(1)
 
     def patch_channels(**_):
@@ -124,7 +141,7 @@ def execute(path: str | os.PathLike, *, smoke: bool, output: str | os.PathLike |
             client.kc._qlib_sliced = True
 
     client.on_cell_start = patch_channels
-    env = {SMOKE_ENV: "1" if smoke else None} | (extra_env or {})
+    env = {SMOKE_ENV: "1" if smoke else None, "XLA_FLAGS": xla_flags()} | (extra_env or {})
     with _env(**env):
         try:
             client.execute()

@@ -16,7 +16,14 @@ from typing import Callable, Iterator
 import numpy as np
 import pytest
 
-from child_process import child_env
+import qlib
+
+# Before any test runs JAX: one host device per core and XLA:CPU's larger small-loop threshold,
+# as the CLI and the notebook runner set them (test_sequential_loop_compiles_to_one_kernel and
+# the multi-device tests rely on them); importing qlib sets nothing.
+qlib.configure_xla()
+
+from child_process import child_env  # noqa: E402
 
 
 @pytest.fixture

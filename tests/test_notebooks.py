@@ -74,3 +74,21 @@ def test_notebook_reads_smoke_mode_in_one_parameters_cell(path):
     cells = [c for c in nb.cells if c.cell_type == "code" and "smoke_mode()" in c.source]
     assert len(cells) == 1
     assert any(c.cell_type == "markdown" for c in nb.cells[:2]), "a notebook opens with its claim"
+
+
+def test_kernel_runs_over_ipc_without_the_tcp_warning(tmp_path):
+    """The local kernel talks over IPC (issue 20, item 7): no "running over TCP without
+    encryption" warning per notebook; and it gets qlib's XLA flags."""
+    import subprocess
+    import sys
+
+    src = tmp_path / "tiny.md"
+    src.write_text("---\njupyter:\n  jupytext:\n    text_representation:\n      extension: .md\n"
+                   "      format_name: myst\n  kernelspec:\n    display_name: Python 3\n    language: python\n"
+                   "    name: python3\n---\n\n```{code-cell} ipython3\nimport os\nprint(os.environ.get('XLA_FLAGS'))\n```\n")
+    code = (f"from qlib import notebooks\nnb = notebooks.execute({str(src)!r}, smoke=True)\n"
+            "print(nb.cells[0].outputs[0]['text'])")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert "without encryption" not in out.stderr
+    assert "xla_cpu_small_while_loop_byte_threshold" in out.stdout

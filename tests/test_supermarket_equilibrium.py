@@ -117,3 +117,35 @@ def test_a_short_run_from_the_fluid_point_reads_low_and_the_estimate_does_not():
     lo, hi = st.interval()
     assert hi < e.ci_low[3], (float(st.mean), float(hi), e.ci_low[3], e.tail_fraction[3])
     assert e.tail_fraction[3] > 3 * float(st.mean)
+
+
+def test_progress_shows_the_precision_target_not_the_step_budget(monkeypatch):
+    """issue 20, item 7: the bar counts points toward rel_error (share of the needed batches),
+    with the worst relative half-width and the target beside it; it ends at every point done."""
+    from qlib.supermarket import equilibrium as EQ
+
+    calls = []
+
+    class Bar:
+        def __init__(self, total, **kw):
+            self.n, self.total, self.kw = 0.0, total, kw
+            calls.append(self)
+            self.postfix = []
+
+        def update(self, k):
+            self.n += k
+
+        def set_postfix(self, **kw):
+            self.postfix.append(kw)
+
+        def close(self):
+            pass
+
+    monkeypatch.setattr(EQ._progress, "progress_bar", lambda total, **kw: Bar(total, **kw))
+    e = EQ.estimate_equilibrium_many([(30, 3, 0.8), (40, 2, 0.7)], rel_error=0.2, replicas=2, burn_in="tau",
+                                     progress=True)
+    (bar,) = calls
+    assert bar.total == 2 and bar.kw["unit"] == "point"
+    assert bar.n == pytest.approx(2.0)
+    assert all(p["target"] == "0.2" for p in bar.postfix) and bar.postfix[-1]["worst"] == "done"
+    assert all(x.converged for x in e) or bar.postfix[-1]["round"] >= 1

@@ -1,8 +1,16 @@
-"""Plotting: one ``savefig`` for every figure, and one module of plot functions per notebook."""
+"""Plotting: one ``savefig`` for every figure, and one module of plot functions per notebook.
+
+The house style (:data:`STYLE`) is applied only inside :func:`style`: around every
+``*_figure`` function of the plot modules (:func:`style_figures`) and around :func:`savefig`.
+Importing qlib.plots leaves matplotlib's global ``rcParams`` alone.
+"""
 
 from __future__ import annotations
 
+import functools
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any, Callable, Iterator, MutableMapping
 
 import matplotlib
 
@@ -21,7 +29,32 @@ STYLE = {
     # unchanged file, so `make figures` twice leaves git clean.
     "svg.hashsalt": "qlib",
 }
-matplotlib.rcParams.update(STYLE)
+
+
+@contextmanager
+def style() -> Iterator[None]:
+    """qlib's matplotlib style, for the figures made (and saved) inside this block only."""
+    with matplotlib.rc_context(STYLE):
+        yield
+
+
+def styled(fn: Callable) -> Callable:
+    """``fn`` run inside :func:`style` (axes, grids and legends pick the style up when made)."""
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any):
+        with style():
+            return fn(*args, **kwargs)
+
+    wrapper.__wrapped_by_qlib_style__ = True  # type: ignore[attr-defined]
+    return wrapper
+
+
+def style_figures(namespace: MutableMapping[str, Any]) -> None:
+    """Wrap every public ``*_figure`` function of a plot module's namespace in :func:`styled`."""
+    for name, obj in list(namespace.items()):
+        if name.endswith("_figure") and not name.startswith("_") and callable(obj) \
+                and not getattr(obj, "__wrapped_by_qlib_style__", False):
+            namespace[name] = styled(obj)
 
 
 def savefig(fig, name: str, formats: tuple[str, ...] = ("png", "svg")) -> list[Path]:
@@ -30,9 +63,10 @@ def savefig(fig, name: str, formats: tuple[str, ...] = ("png", "svg")) -> list[P
     SVGs carry no date stamp, so an unchanged figure gives an unchanged file.
     """
     out = []
-    for ext in formats:
-        p = figures_dir() / f"{name}.{ext}"
-        meta = {"Date": None} if ext == "svg" else {"Software": None}
-        fig.savefig(p, bbox_inches="tight", metadata=meta)
-        out.append(p)
+    with style():  # savefig.dpi and the SVG hash salt are read at save time
+        for ext in formats:
+            p = figures_dir() / f"{name}.{ext}"
+            meta = {"Date": None} if ext == "svg" else {"Software": None}
+            fig.savefig(p, bbox_inches="tight", metadata=meta)
+            out.append(p)
     return out

@@ -200,3 +200,8 @@ def profile_view_figure(view: ProfileView, sim: InteractiveRun | None = None):
                  f"τ = {view.tau:.3g}", fontsize=9)
     ax.legend(fontsize=7)
     return fig
+
+
+from qlib.plots import style_figures  # noqa: E402
+
+style_figures(globals())  # the house style inside every *_figure (no global rcParams)

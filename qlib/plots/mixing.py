@@ -156,3 +156,8 @@ def explore_figure(x: Exploration):
 
 __all__ = ["upper_bounds_figure", "d_scaling_figure", "lower_bound_figure", "tail_figure", "good_set_figure",
            "explore_figure"]
+
+
+from qlib.plots import style_figures  # noqa: E402
+
+style_figures(globals())  # the house style inside every *_figure (no global rcParams)

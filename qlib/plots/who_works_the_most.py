@@ -126,3 +126,8 @@ def grid_figure(grid: ClaimsGrid):
                  fontsize=10)
     fig.tight_layout()
     return fig
+
+
+from qlib.plots import style_figures  # noqa: E402
+
+style_figures(globals())  # the house style inside every *_figure (no global rcParams)

@@ -7,6 +7,8 @@ the mixing time is O(k d^(k-1) n log n) steps, with a lower bound Omega(n (lam d
 
 Public API:
 
+- :class:`Point` — one validated parameter point (n, d, lam | one_minus_lam, replacement); every
+  function below takes plain parameters or a Point, and results carry theirs (``.point``);
 - :func:`simulate` — exact count-chain simulation of many replicas at once (JAX);
   :func:`simulate_many` — many parameter points in one kernel, each as its own call;
 - :func:`fluid_fixed_point`, :func:`fluid_trajectory`, :func:`predicted_max_length`,
@@ -20,6 +22,7 @@ Public API:
 - :func:`perfect_samples` — exact stationary samples of the bounded model (coupling from the past).
 """
 
+from qlib.supermarket.point import Point
 from qlib.supermarket.simulation import (
     SupermarketResult,
     counts_all_at,
@@ -41,7 +44,7 @@ from qlib.supermarket.theory import (
 )
 
 __all__ = [
-    "SupermarketResult", "simulate", "simulate_many", "initial_counts", "counts_from_lengths", "counts_all_at",
+    "Point", "SupermarketResult", "simulate", "simulate_many", "initial_counts", "counts_from_lengths", "counts_all_at",
     "ExactEquilibrium", "exact_equilibrium", "exact_stationary", "exact_tail_fraction", "direct_simulation",
     "all_sampled_at_least", "asymptotic_profile", "boundary_distance", "fluid_drift",
     "fluid_fixed_point", "fluid_trajectory", "predicted_max_length",

@@ -76,13 +76,13 @@ import numpy as np
 from qlib import _rng, _sharding
 from qlib import _validate as V
 from qlib._progress import progress_bar
+# the resolvable ranges and the exact event map live with the validated point
+from qlib.supermarket.point import LAM_RESOLUTION, MAX_N, Point, arrival_threshold  # noqa: F401
 
 #: Which random streams the chain uses: 1 = one word per step (32-bit event, uniform and rank,
 #: up to issue 12), 2 = two 64-bit words per step (issue 13). A result cached under another
 #: version holds other numbers for the same seed.
 STREAM_VERSION = 2
-MAX_N = 2**32 - 1  # counts are uint32, the rank a 64 x 32-bit product
-LAM_RESOLUTION = 2.0**-43  # lam and 1 - lam below this lose more than 2^-20 of their value
 _NOOP = 0xFFFFFFFF  # a departure with this rank touches level 0: the step of an inactive lane
 _M32 = 0xFFFFFFFF
 
@@ -126,32 +126,26 @@ class Events(NamedTuple):
     log_u: Any = None
 
 
-def arrival_threshold(lam: float | None = None, one_minus_lam: float | None = None) -> int:
-    """A = round(2^64 p), p = lam/(1+lam), exactly from the float64 lam or 1 - lam (as given).
-
-    P(arrival) = A/2^64, so the simulated lam = A/(2^64 - A) is within 2^-63 of the requested
-    one. The caller validates the range (:func:`qlib.supermarket.simulation.check_parameters`).
-    """
-    lam_q = 1 - Fraction(one_minus_lam) if one_minus_lam is not None else Fraction(lam)
-    p = lam_q / (1 + lam_q)
-    return int(math.floor(p * 2**64 + Fraction(1, 2)))
-
-
 def simulated_lam(threshold: int) -> tuple[Fraction, Fraction]:
     """(lam, 1 - lam) that the chain simulates for the event threshold A, as exact fractions."""
     p = Fraction(threshold, 2**64)
     return p / (1 - p), (1 - 2 * p) / (1 - p)
 
 
-def point_params(n: int, d: int, lam: float | None, one_minus_lam: float | None = None) -> tuple:
-    """(n, d, A, 0.0) of one parameter point, as host scalars (see :class:`LaneParams`)."""
-    return int(n), float(d), arrival_threshold(lam, one_minus_lam), 0.0
+def point_params(point: Point | tuple) -> tuple:
+    """(n, d, A, 0.0) of one parameter point, as host scalars (see :class:`LaneParams`).
+
+    ``point``: a :class:`~qlib.supermarket.point.Point` (the simulation's entry points pass
+    one, validated by :meth:`Point.simulation`), or a plain (n, d, lam) that is made one."""
+    if not isinstance(point, Point):
+        point = Point.simulation(*point)
+    return int(point.n), float(point.d), point.arrival_threshold, 0.0
 
 
-def lane_params(points: list[tuple], lanes_per_point: list[int]) -> LaneParams:
-    """Host arrays of :class:`LaneParams` for consecutive lanes: point j, (n, d, lam) or
-    (n, d, lam, one_minus_lam), repeated lanes_per_point[j] times."""
-    cols = list(zip(*(point_params(*p) for p in points))) if points else [[], [], [], []]
+def lane_params(points: list[Point | tuple], lanes_per_point: list[int]) -> LaneParams:
+    """Host arrays of :class:`LaneParams` for consecutive lanes: point j (a Point or (n, d, lam)),
+    repeated lanes_per_point[j] times."""
+    cols = list(zip(*(point_params(p) for p in points))) if points else [[], [], [], []]
     rep = np.asarray(lanes_per_point, dtype=np.int64)
     n, d, thr, ln = (np.repeat(np.asarray(c, dtype=t), rep) for c, t in
                      zip(cols, (np.uint64, np.float64, np.uint64, np.float64)))

@@ -38,7 +38,8 @@ from qlib import _rng
 from qlib import _validate as V
 from qlib.supermarket import chain as K
 from qlib.supermarket import simulation as S
-from qlib.supermarket.simulation import check_parameters, counts_all_at, initial_counts
+from qlib.supermarket.point import Point, as_point
+from qlib.supermarket.simulation import counts_all_at
 from qlib.supermarket.theory import all_sampled_at_least
 
 __all__ = ["meeting_times", "meeting_times_many", "coupled_paths", "CoupledPaths", "l1_distance",
@@ -47,14 +48,12 @@ __all__ = ["meeting_times", "meeting_times_many", "coupled_paths", "CoupledPaths
 
 # --------------------------------------------------------------------------- helpers
 
-def _resolve_starts(n: int, d: int, lam: float, starts: Sequence[Any], replacement: bool,
-                    replicas: int, where: str = "starts", eps: float | None = None) -> list[np.ndarray]:
-    """Each start as counts of shape (levels+1, replicas), padded to a common number of levels
-    (``eps``: 1 - lam when the caller gave it as such)."""
+def _resolve_starts(point: Point, starts: Sequence[Any], replicas: int, where: str = "starts") -> list[np.ndarray]:
+    """Each start as counts of shape (levels+1, replicas), padded to a common number of levels."""
     us = []
     for j, s in enumerate(starts):
         try:
-            u = initial_counts(n, d, None if eps is not None else lam, s, replacement, one_minus_lam=eps)
+            u = S._initial_counts(point, s)
         except ValueError as e:
             raise ValueError(f"{where}[{j}]: {e}") from None
         if u.ndim == 2 and u.shape[0] != replicas:
@@ -87,10 +86,7 @@ def _bool(name: str, value: Any) -> bool:
 
 @dataclass
 class _MeetPoint:
-    n: int
-    d: int
-    lam: float
-    eps: float
+    point: Point
     seed: int
     max_steps: int
     lo: np.ndarray  # (L0+1, R)
@@ -100,7 +96,8 @@ class _MeetPoint:
 
 def _meet_point(where: str, n, d, lam, *, one_minus_lam, replicas, seed, top_length, max_steps, replacement,
                 bottom, top, ordered, levels) -> _MeetPoint:
-    n, d, lam, eps, replacement = S.check_point(n, d, lam, replacement, one_minus_lam)
+    point = as_point(n, d, lam, one_minus_lam=one_minus_lam, replacement=replacement, simulation=True)
+    n = point.n
     seed = V.integer("seed", seed, low=0, high=2**63 - 1)
     top_length = V.integer("top_length", top_length, low=0)
     max_steps = V.integer("max_steps", max_steps, low=1, high=2**62)
@@ -109,23 +106,23 @@ def _meet_point(where: str, n, d, lam, *, one_minus_lam, replicas, seed, top_len
         V.memory("top_length", 16.0 * replicas * (top_length + 1),
                  f"the top start: {replicas} replicas x {top_length + 1} levels x 16 bytes")
         top = {"counts": counts_all_at(n, top_length)}  # a dict: n entries of n would be ambiguous
-    lo0, hi0 = _resolve_starts(n, d, lam, [bottom, top], replacement, replicas, where="bottom/top",
-                               eps=None if one_minus_lam is None else eps)
+    lo0, hi0 = _resolve_starts(point, [bottom, top], replicas, where="bottom/top")
     if ordered:
         _check_ordered(lo0, hi0, f"{where}bottom/top")
     L0 = lo0.shape[0] - 1
     L = max(L0 + 3, 4) if levels is None else V.integer("levels", levels, low=L0)
-    return _MeetPoint(n, d, lam, eps, seed, max_steps, lo0, hi0, L)
+    return _MeetPoint(point, seed, max_steps, lo0, hi0, L)
 
 
-def meeting_times(n: int, d: int, lam: float | None = None, *, replicas: int, seed: int, top_length: int,
-                  max_steps: int, one_minus_lam: float | None = None, replacement: bool = True,
+def meeting_times(n: int | Point, d: int | None = None, lam: float | None = None, *, replicas: int, seed: int,
+                  top_length: int, max_steps: int, one_minus_lam: float | None = None,
+                  replacement: bool | None = None,
                   bottom: Any = "empty", top: Any = None, ordered: bool = True, levels: int | None = None,
                   progress: bool | None = None) -> np.ndarray:
     """Meeting times of the monotone coupling from the bottom and the top start.
 
-    ``n``, ``d``, ``lam`` and ``replacement`` are the supermarket model's parameters (see
-    :func:`qlib.supermarket.simulate`). Two count chains are driven by the same draws: the
+    ``n``, ``d``, ``lam`` and ``replacement`` are the supermarket model's parameters, or one
+    :class:`~qlib.supermarket.point.Point` in their place (see :func:`qlib.supermarket.simulate`). Two count chains are driven by the same draws: the
     bottom one starts at ``bottom`` (default: all queues empty), the top one at ``top``
     (default: all n queues at length ``top_length``); ``bottom <= top`` is required. Returns a
     float array of shape (replicas,): for each replica the number of jump-chain steps until
@@ -147,20 +144,20 @@ def meeting_times(n: int, d: int, lam: float | None = None, *, replicas: int, se
     pt = _meet_point("", n, d, lam, one_minus_lam=one_minus_lam, replicas=replicas, seed=seed,
                      top_length=top_length, max_steps=max_steps, replacement=replacement, bottom=bottom, top=top,
                      ordered=ordered, levels=levels)
-    return _run_meeting([pt], replicas, bool(replacement), ordered, progress)[0]
+    return _run_meeting([pt], replicas, pt.point.replacement, ordered, progress)[0]
 
 
-def meeting_times_many(points: Sequence[tuple], *, replicas: int, top_length: int | Sequence[int],
+def meeting_times_many(points: Sequence[tuple | Point], *, replicas: int, top_length: int | Sequence[int],
                        max_steps: int | Sequence[int], seeds: Sequence[int] | None = None,
-                       one_minus_lam: float | Sequence[float] | None = None, replacement: bool = True,
+                       one_minus_lam: float | Sequence[float] | None = None, replacement: bool | None = None,
                        bottom: Any = "empty", top: Any = None, ordered: bool = True,
                        levels: int | None = None, progress: bool | None = None) -> list[np.ndarray]:
     """:func:`meeting_times` at many parameter points in one kernel: entry p is bit-identical to
     ``meeting_times(*points[p], replicas=replicas, seed=seeds[p], top_length=top_length[p],
     max_steps=max_steps[p], ...)``.
 
-    ``points`` are (n, d, lam), or (n, d) with ``one_minus_lam`` one value per point (or one for
-    all). ``top_length`` and ``max_steps`` are an int or one per point; ``seeds`` one per point
+    ``points`` are (n, d, lam) or Points, or (n, d) with ``one_minus_lam`` one value per point
+    (or one for all); they share one ``replacement`` (the points' own, or True). ``top_length`` and ``max_steps`` are an int or one per point; ``seeds`` one per point
     (default 0, 1, ..., P-1); ``bottom`` and ``top`` one start for all points or a list of one
     per point. Lanes are ordered by ``max_steps``; every lane stops at its own ``max_steps``,
     and the run ends as soon as every replica of every point has met.
@@ -170,6 +167,8 @@ def meeting_times_many(points: Sequence[tuple], *, replicas: int, top_length: in
     P = len(points)
     replicas = V.integer("replicas", replicas, low=1)
     ordered = _bool("ordered", ordered)
+    if replacement is None:  # the points' own (one kernel has one sampling rule)
+        replacement = next((p.replacement for p in points if isinstance(p, Point)), True)
     if not isinstance(replacement, (bool, np.bool_)):
         raise ValueError(f"replacement must be True or False; got {replacement!r}")
 
@@ -187,17 +186,18 @@ def meeting_times_many(points: Sequence[tuple], *, replicas: int, top_length: in
     seeds_l = list(range(P)) if seeds is None else per("seeds", seeds)
     if seeds is not None and (not isinstance(seeds, (list, tuple, np.ndarray)) or (isinstance(seeds, np.ndarray) and seeds.ndim != 1)):
         raise ValueError(f"seeds must be a sequence of one seed per point ({P}); got {seeds!r}")
-    eps_l = per("one_minus_lam", one_minus_lam) if one_minus_lam is not None else [None] * P
+    oml_l = per("one_minus_lam", one_minus_lam) if one_minus_lam is not None else [None] * P
     pts = []
-    for j, (pt, e, tl, ms, sd, b, tp) in enumerate(zip(points, eps_l, per("top_length", top_length),
+    for j, (pt, oml, tl, ms, sd, b, tp) in enumerate(zip(points, oml_l, per("top_length", top_length),
                                                        per("max_steps", max_steps), seeds_l, per_start(bottom),
                                                        per_start(top))):
-        want = 3 if e is None else 2
-        if not isinstance(pt, (tuple, list)) or len(pt) != want:
-            raise ValueError(f"points[{j}] must be {'(n, d, lam)' if want == 3 else '(n, d) (one_minus_lam is given)'}; "
-                             f"got {pt!r}")
+        want = 3 if oml is None else 2
+        if not isinstance(pt, Point) and (not isinstance(pt, (tuple, list)) or len(pt) != want):
+            raise ValueError(f"points[{j}] must be {'(n, d, lam)' if want == 3 else '(n, d) (one_minus_lam is given)'}"
+                             f" or a Point; got {pt!r}")
+        args = (pt, None, None) if isinstance(pt, Point) else (pt[0], pt[1], pt[2] if oml is None else None)
         try:
-            pts.append(_meet_point(f"points[{j}]: ", pt[0], pt[1], pt[2] if e is None else None, one_minus_lam=e,
+            pts.append(_meet_point(f"points[{j}]: ", *args, one_minus_lam=oml,
                                    replicas=replicas, seed=sd, top_length=tl, max_steps=ms, replacement=replacement,
                                    bottom=b, top=tp, ordered=ordered, levels=levels))
         except ValueError as err:
@@ -223,8 +223,7 @@ def _run_meeting(pts: list[_MeetPoint], R: int, replacement: bool, ordered: bool
         stop[sl] = p.max_steps
     D0 = (u0[1] - u0[0]).sum(axis=0) if ordered else np.abs(u0[1] - u0[0]).sum(axis=0)
     T0 = np.where(D0 == 0, 0, -1).astype(np.int64)
-    params = K.lane_params([(pts[j].n, pts[j].d, pts[j].lam, pts[j].eps if pts[j].eps <= 0.5 else None)
-                            for j in order], [R] * P)
+    params = K.lane_params([pts[j].point for j in order], [R] * P)
     end = int(stop.max())
     if progress is None:
         progress = sum(p.max_steps for p in pts) * R >= 2e9
@@ -263,13 +262,15 @@ class CoupledPaths:
     ``record_every`` steps). One unit of model time is (1 + lam) n steps.
     """
 
-    n: int
-    d: int
-    lam: float
+    point: Point
     seed: int
-    replacement: bool
     times: np.ndarray
     counts: np.ndarray
+
+    n = property(lambda self: self.point.n, doc="number of queues")
+    d = property(lambda self: self.point.d, doc="choices per arrival")
+    lam = property(lambda self: self.point.lam, doc="arrival rate per queue")
+    replacement = property(lambda self: self.point.replacement, doc="sampling with replacement")
 
     @property
     def model_time(self) -> np.ndarray:
@@ -277,9 +278,9 @@ class CoupledPaths:
         return self.times / ((1.0 + self.lam) * self.n)
 
 
-def coupled_paths(n: int, d: int, lam: float | None = None, starts: Sequence[Any] | None = None, *, steps: int,
-                  replicas: int, seed: int, record_every: int = 1, one_minus_lam: float | None = None,
-                  replacement: bool = True, levels: int | None = None,
+def coupled_paths(n: int | Point, d: int | None = None, lam: float | None = None, starts: Sequence[Any] | None = None,
+                  *, steps: int, replicas: int, seed: int, record_every: int = 1, one_minus_lam: float | None = None,
+                  replacement: bool | None = None, levels: int | None = None,
                   progress: bool | None = None) -> CoupledPaths:
     """Run one coupled chain per entry of ``starts`` and record all of them.
 
@@ -290,7 +291,8 @@ def coupled_paths(n: int, d: int, lam: float | None = None, starts: Sequence[Any
     taken at steps 0, ``record_every``, ..., ``steps`` (``steps`` must be a multiple of
     ``record_every``). Each chain alone is the supermarket count chain (tested).
     """
-    n, d, lam, eps, replacement = S.check_point(n, d, lam, replacement, one_minus_lam)
+    point = as_point(n, d, lam, one_minus_lam=one_minus_lam, replacement=replacement, simulation=True)
+    replacement = point.replacement
     if isinstance(starts, (str, np.ndarray)) or not isinstance(starts, Sequence) or len(starts) < 1:
         raise ValueError("starts must be a non-empty list of initial states; got "
                          f"{type(starts).__name__}")
@@ -301,7 +303,7 @@ def coupled_paths(n: int, d: int, lam: float | None = None, starts: Sequence[Any
     if steps % record_every:
         raise ValueError(f"steps must be a multiple of record_every = {record_every}; got {steps}")
     V.work("steps", float(steps) * replicas * len(starts))
-    u0 = _resolve_starts(n, d, lam, starts, replacement, replicas, eps=None if one_minus_lam is None else eps)
+    u0 = _resolve_starts(point, starts, replicas)
     L0 = u0[0].shape[0] - 1
     L = max(L0 + 3, 4) if levels is None else V.integer("levels", levels, low=L0)
     nframes = steps // record_every
@@ -312,7 +314,7 @@ def coupled_paths(n: int, d: int, lam: float | None = None, starts: Sequence[Any
     per_level = K.ChainDriver.device_bytes_per_level(replicas, C) + replicas * C * (nframes + 1) * 16.0
     V.memory("record_every", (L + 1) * per_level,
              f"{nframes + 1} frames x {C} chains x {replicas} replicas x {L + 1} levels x 16 bytes")
-    params = K.lane_params([(n, d, lam, eps if eps <= 0.5 else None)], [replicas])
+    params = K.lane_params([point], [replicas])
     drv = K.ChainDriver(np.stack(u0).astype(np.uint32), _replica_states(seed, replicas), params,
                         replacement=replacement, levels=L, progress=progress, total=steps, desc="coupled paths",
                         max_levels=max(L, K.level_limit(L0 + 1, steps)), bytes_per_level=per_level)
@@ -327,7 +329,7 @@ def coupled_paths(n: int, d: int, lam: float | None = None, starts: Sequence[Any
     # (F, C, L+1, R) -> (C, R, F, L+1)
     counts = np.ascontiguousarray(arr.transpose(1, 3, 0, 2))
     times = np.arange(nframes + 1, dtype=np.int64) * record_every
-    return CoupledPaths(n=n, d=d, lam=lam, seed=seed, replacement=replacement, times=times, counts=counts)
+    return CoupledPaths(point=point, seed=seed, times=times, counts=counts)
 
 
 # --------------------------------------------------------------------------- estimators
@@ -469,7 +471,8 @@ def exact_coupling(n: int, d: int, lam: float, *, bottom: Sequence[int], top: Se
     import scipy.sparse as sp
     import scipy.sparse.linalg as spla
 
-    n, d, lam, replacement = check_parameters(n, d, lam, replacement)
+    point = Point.simulation(n, d, lam, replacement=replacement)
+    n, d, lam, replacement = point.n, point.d, point.lam, point.replacement
     steps = V.integer("steps", steps, low=0)
     cap = V.integer("cap", cap, low=1, high=40)
     level = V.integer("level", level, low=1, high=cap)

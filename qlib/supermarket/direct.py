@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from qlib.supermarket.simulation import check_parameters
+from qlib.supermarket.point import Point
 from qlib import _validate as V
 
 
@@ -20,7 +20,8 @@ def direct_simulation(n: int, d: int, lam: float, *, steps: int, seed: int = 0, 
     Same uniformisation as the count chain; ties among shortest sampled queues are broken by
     the first sampled, which does not matter for the counts.
     """
-    n, d, lam, replacement = check_parameters(n, d, lam, replacement)
+    p = Point.simulation(n, d, lam, replacement=replacement)
+    n, d, lam, replacement = p.n, p.d, p.lam, p.replacement
     steps = V.integer("steps", steps, low=1)
     burn_in = V.integer("burn_in", burn_in, low=0)
     seed = V.integer("seed", seed, low=0, high=2**63 - 1)

@@ -42,8 +42,8 @@ from qlib import stats
 from qlib.supermarket.coupling import meeting_times
 from qlib.supermarket.refined import relaxation_time
 from qlib.supermarket.simulation import SupermarketResult, simulate_many
-from qlib.supermarket.theory import (check_parameters, fluid_fixed_point, predicted_max_length,
-                                     steps_per_time)
+from qlib.supermarket.point import Point, as_point
+from qlib.supermarket.theory import fluid_fixed_point, predicted_max_length, steps_per_time
 
 BURN_IN_TAUS = 20.0
 BATCH_TAUS = 20.0
@@ -69,10 +69,7 @@ class EquilibriumEstimate:
       without, at ``level`` (1 = no help).
     """
 
-    n: int
-    d: int
-    lam: float
-    replacement: bool
+    point: Point
     tail_fraction: np.ndarray
     ci_low: np.ndarray
     ci_high: np.ndarray
@@ -98,18 +95,27 @@ class EquilibriumEstimate:
     batch_lag1: float
     variance_factor: float
 
+    n = property(lambda self: self.point.n, doc="number of queues")
+    d = property(lambda self: self.point.d, doc="choices per arrival")
+    lam = property(lambda self: self.point.lam, doc="arrival rate per queue")
+    one_minus_lam = property(lambda self: self.point.one_minus_lam, doc="1 - lam (as given, when given)")
+    replacement = property(lambda self: self.point.replacement, doc="sampling with replacement")
+
     @property
     def levels(self) -> int:
         return self.tail_fraction.size - 1
 
 
-def default_level(n: int, d: int, lam: float) -> int:
+def default_level(n: int | Point, d: int | None = None, lam: float | None = None) -> int:
     """k+1 if the fluid fixed point puts non-negligible mass there (n s_{k+1} >= 0.01 queues),
-    else the deepest level with that much mass (k for d >= 2)."""
-    k = predicted_max_length(d, lam)
+    else the deepest level with that much mass (k for d >= 2). ``n`` may be a Point."""
+    p = as_point(n, d, lam)
+    n, lam = p.n, p.lam
+    theory = Point(None, p.d, **p.rate)  # the n -> oo fluid, whatever the sampling
+    k = predicted_max_length(theory)
     if not math.isfinite(k):  # d = 1: geometric tail
         return max(1, int(math.floor(math.log(0.01 / n) / math.log(lam))))
-    s = fluid_fixed_point(d, lam, int(k) + 1)
+    s = fluid_fixed_point(theory, levels=int(k) + 1)
     return int(k) + 1 if n * s[int(k) + 1] >= 0.01 else int(k)
 
 
@@ -153,15 +159,17 @@ def _lag1(x: np.ndarray) -> float:
     return float((y[:, 1:] * y[:, :-1]).sum() / den) if den > 0 else 0.0
 
 
-def estimate_equilibrium(n: int, d: int, lam: float, *, rel_error: float = 0.1,
+def estimate_equilibrium(n: int | Point, d: int | None = None, lam: float | None = None, *, rel_error: float = 0.1,
                          level: int | None = None, max_steps: int | None = None, seed: int = 0,
-                         replacement: bool = True, replicas: int = 8, burn_in: str = "auto",
+                         replacement: bool | None = None, replicas: int = 8, burn_in: str = "auto",
                          burn_taus: float = BURN_IN_TAUS, batch_taus: float = BATCH_TAUS, min_batches: int = 2,
                          batches: int | None = None,
-                         progress: bool | None = None) -> EquilibriumEstimate:
+                         progress: bool | None = None,
+                         one_minus_lam: float | None = None) -> EquilibriumEstimate:
     """Estimate the stationary E[u_i]/n and the law of the longest queue of the supermarket model.
 
-    ``n`` queues, ``d`` choices, arrival rate ``lam`` per queue, sampling with ``replacement``.
+    ``n`` queues, ``d`` choices, arrival rate ``lam`` per queue (or ``one_minus_lam``), sampling
+    with ``replacement`` (default True), or one :class:`~qlib.supermarket.point.Point` in their place.
     Runs ``replicas`` chains from empty, burns in (``burn_in``: "coupling" certifies it by the
     monotone coupling, "tau" uses ``burn_taus`` (20) relaxation times, "auto" takes the coupling
     if it certifies a burn-in shorter than that, else ``burn_taus``), then adds batches of ``batch_taus`` tau until
@@ -171,17 +179,18 @@ def estimate_equilibrium(n: int, d: int, lam: float, *, rel_error: float = 0.1,
     it runs exactly that many batches instead. The same
     ``seed`` gives the same numbers. Returns an :class:`EquilibriumEstimate`.
     """
-    return estimate_equilibrium_many([(n, d, lam)], rel_error=rel_error, level=level,
+    point = as_point(n, d, lam, one_minus_lam=one_minus_lam, replacement=replacement, simulation=True)
+    return estimate_equilibrium_many([point], rel_error=rel_error, level=level,
                                      max_steps=max_steps, seeds=[seed], replacement=replacement,
                                      replicas=replicas, burn_in=burn_in, burn_taus=burn_taus,
                                      batch_taus=batch_taus, min_batches=min_batches, batches=batches,
                                      progress=progress)[0]
 
 
-def estimate_equilibrium_many(points: Sequence[tuple[int, int, float]], *, rel_error: float = 0.1,
+def estimate_equilibrium_many(points: Sequence[tuple[int, int, float] | Point], *, rel_error: float = 0.1,
                               level: int | Sequence[int] | None = None,
                               max_steps: int | Sequence[int] | None = None,
-                              seeds: Sequence[int] | None = None, replacement: bool = True,
+                              seeds: Sequence[int] | None = None, replacement: bool | None = None,
                               replicas: int = 8, burn_in: str = "auto", burn_taus: float = BURN_IN_TAUS,
                               batch_taus: float = BATCH_TAUS,
                               min_batches: int = 2, batches: int | None = None,
@@ -194,8 +203,14 @@ def estimate_equilibrium_many(points: Sequence[tuple[int, int, float]], *, rel_e
     ``max_steps``: one cap, or one per point. ``burn_taus``: the burn-in (and the limit of a
     certified one) in tau. ``tau``: the relaxation time(s) that size burn-in and batches (default: each point's own,
     :func:`qlib.supermarket.relaxation_time`); a deliberately wrong model is run with the right
-    model's tau, so that it gets the same number of steps."""
-    pts = [check_parameters(n, d, lam, replacement)[:3] for n, d, lam in points]
+    model's tau, so that it gets the same number of steps. ``points`` are (n, d, lam) or
+    :class:`~qlib.supermarket.point.Point`; they share one ``replacement`` (the points' own, or True)."""
+    if replacement is None:
+        replacement = next((p.replacement for p in points if isinstance(p, Point)), True)
+    points_ = [as_point(p, replacement=replacement, simulation=True) if isinstance(p, Point)
+               else as_point(*p, replacement=replacement, simulation=True) for p in points]
+    replacement = points_[0].replacement if points_ else bool(replacement)
+    pts = [(p.n, p.d, p.lam) for p in points_]
     P = len(pts)
     if P < 1:
         raise ValueError("points must hold at least one (n, d, lam); got none")
@@ -209,7 +224,7 @@ def estimate_equilibrium_many(points: Sequence[tuple[int, int, float]], *, rel_e
     if len(seeds) != P:
         raise ValueError(f"seeds must hold one seed per point ({P}); got {len(seeds)}")
     if level is None or isinstance(level, (int, np.integer)):
-        levels = [default_level(*p) if level is None else V.integer("level", level, low=1) for p in pts]
+        levels = [default_level(p) if level is None else V.integer("level", level, low=1) for p in points_]
     else:
         levels = [V.integer("level", x, low=1) for x in level]
         if len(levels) != P:
@@ -246,11 +261,11 @@ def estimate_equilibrium_many(points: Sequence[tuple[int, int, float]], *, rel_e
     burn, method = [], []
     for p, ((n, d, lam), s) in enumerate(zip(pts, per_tau)):
         b_tau = int(math.ceil(burn_taus * s))
-        k = predicted_max_length(d, lam)
+        k = predicted_max_length(points_[p])
         if burn_in != "tau" and math.isfinite(k):
-            T = meeting_times(n, d, lam, replicas=replicas, seed=seeds[p], top_length=int(k) + 2,
+            T = meeting_times(points_[p], replicas=replicas, seed=seeds[p], top_length=int(k) + 2,
                               max_steps=b_tau if burn_in == "auto" else 50 * b_tau,
-                              replacement=replacement, progress=False)
+                              progress=False)
             if np.all(np.isfinite(T)):
                 b = int(T.max())
                 burn.append(b)
@@ -273,7 +288,11 @@ def estimate_equilibrium_many(points: Sequence[tuple[int, int, float]], *, rel_e
     want = [min_batches] * P  # batches to run in the next round
     done = [False] * P
     est: list[tuple] = [None] * P  # type: ignore[list-item]
-    bar = _progress.progress_bar(sum(cap), show=progress, desc="equilibrium", unit="step")
+    # Progress toward the precision target, not through the step budget (which a sequential
+    # estimate rarely spends): each point counts min(1, (rel_error / reached)^2), the share of
+    # the batches it needs that it has run if the variance per batch stays as it is; 1 when done.
+    bar = _progress.progress_bar(P, show=progress, desc="equilibrium", unit="point")
+    shown, rounds = 0.0, 0
     try:
         while not all(done):
             todo = [p for p in range(P) if not done[p]]
@@ -281,7 +300,7 @@ def estimate_equilibrium_many(points: Sequence[tuple[int, int, float]], *, rel_e
             # one call per round size (a call runs one batch count for all of its points)
             for m in sorted(set(m_of.values())):
                 grp = [p for p in todo if m_of[p] == m]
-                out = simulate_many([pts[p] for p in grp], steps=[m * batch[p] for p in grp], replicas=replicas,
+                out = simulate_many([points_[p] for p in grp], steps=[m * batch[p] for p in grp], replicas=replicas,
                                     seeds=[seeds[p] for p in grp], batches=m,
                                     burn_in=[burn[p] if results[p] is None else 0 for p in grp],
                                     initial=[results[p] if results[p] is not None else "empty" for p in grp],
@@ -291,7 +310,6 @@ def estimate_equilibrium_many(points: Sequence[tuple[int, int, float]], *, rel_e
                     tails[p].append(r.batch_tail_fraction)
                     maxes[p].append((r.steps, r.max_length_distribution))
                     nb[p] += m
-                    bar.update(m * batch[p])
             for p in todo:
                 est[p] = _summarise(tails[p], maxes[p], pts[p][2], levels[p])
                 mean, half = est[p][0][levels[p]], est[p][1][levels[p]]
@@ -301,6 +319,15 @@ def estimate_equilibrium_many(points: Sequence[tuple[int, int, float]], *, rel_e
                 # batches still needed if the variance per batch stays what it is (at least double)
                 need = nb[p] * (half / (rel_error * mean)) ** 2 if mean > 0 else 2 * nb[p]
                 want[p] = int(min(max(nb[p], math.ceil(1.1 * need) - nb[p]), 4 * nb[p]))
+            rounds += 1
+            reached = [est[p][1][levels[p]] / est[p][0][levels[p]] if est[p][0][levels[p]] > 0 else math.inf
+                       for p in range(P)]
+            share = sum(1.0 if done[p] else min(1.0, (rel_error / reached[p]) ** 2) for p in range(P))
+            bar.update(share - shown)
+            shown = share
+            open_ = [reached[p] for p in range(P) if not done[p]]
+            bar.set_postfix(round=rounds, target=f"{rel_error:.3g}",
+                            worst=f"{max(open_):.3g}" if open_ else "done")
     finally:
         bar.close()
 
@@ -310,7 +337,7 @@ def estimate_equilibrium_many(points: Sequence[tuple[int, int, float]], *, rel_e
         lv = min(levels[p], mean.size - 1)
         rel = float(half[lv] / mean[lv]) if mean[lv] > 0 else float("inf")
         out_est.append(EquilibriumEstimate(
-            n=n, d=d, lam=lam, replacement=replacement, tail_fraction=mean, ci_low=mean - half,
+            point=points_[p], tail_fraction=mean, ci_low=mean - half,
             ci_high=mean + half, queue_length_distribution=pmean, length_ci_low=pmean - phalf,
             length_ci_high=pmean + phalf, max_length_distribution=mmean, max_ci_low=np.clip(mmean - mhalf, 0, 1),
             max_ci_high=np.clip(mmean + mhalf, 0, 1), level=levels[p], rel_error=rel_error,

@@ -55,7 +55,8 @@ import scipy.sparse as sp
 import scipy.sparse.linalg as spla
 
 from qlib import _validate as V
-from qlib.supermarket.theory import all_sampled_at_least, check_parameters
+from qlib.supermarket.point import Point
+from qlib.supermarket.theory import all_sampled_at_least
 
 #: Largest n accepted by the exact solve: the box grows like C(n + cap, n), so larger n only
 #: fit at light load, where simulation is cheap anyway.
@@ -441,7 +442,8 @@ def _solve_iterative(box: _Box, x0: np.ndarray | None, target: float, max_iter: 
 
 def _check(n, d, lam, replacement, tol, max_states, max_iter, solver):
     n = V.integer("n", n, low=1, high=MAX_N)
-    n, d, lam, replacement = check_parameters(n, d, lam, replacement)
+    p = Point(n, d, lam, replacement=replacement)
+    n, d, lam, replacement = p.n, p.d, p.lam, p.replacement
     tol = V.real("tol", tol, low=TOL_MIN, high=TOL_MAX, low_open=False, high_open=False)
     max_states = V.integer("max_states", max_states, low=1, high=10**9)
     max_iter = V.integer("max_iter", max_iter, low=1, high=10**6)
@@ -493,7 +495,7 @@ def exact_equilibrium(n: int, d: int, lam: float, *, levels: int | None = None,
     the module docstring for the model, the truncation, the solvers and the residual).
 
     Parameters: ``n`` in [1, MAX_N]; ``d``, ``lam``, ``replacement`` as everywhere
-    (:func:`qlib.supermarket.theory.check_parameters`); ``levels`` >= 0 (the first length cap is
+    (:class:`qlib.supermarket.point.Point`); ``levels`` >= 0 (the first length cap is
     levels + 2; ``tail_fraction`` has levels + 1 entries, or length_cap + 1 when None); ``tol``
     in [1e-15, 1e-2]; ``max_states`` bounds each box and ``max_iter`` each iterative solve: both
     raise ValueError naming themselves, the box size *before* it is built. ``solver``: "auto"

@@ -88,7 +88,8 @@ from scipy.linalg import schur, solve_continuous_lyapunov
 from scipy.linalg.lapack import ztrsyl
 
 from qlib import _validate as V
-from qlib.supermarket.theory import check_parameters, fluid_fixed_point
+from qlib.supermarket.point import Point
+from qlib.supermarket.theory import fluid_fixed_point
 
 #: levels are added until the fluid fixed point falls below this (it then stays ~0: the
 #: tail decays doubly exponentially, so higher levels carry nothing at order 1/n either).
@@ -355,7 +356,8 @@ def refined_mean_field(d: int, lam: float, levels: int | None = None, *,
     Tribastone 2019: also A and B, see the module docstring). Returns a
     :class:`RefinedMeanField`; ``.tail_fraction(n)`` is the refined E[u_i]/n.
     """
-    _, d, lam, _ = check_parameters(None, d, lam)
+    p = Point(None, d, lam)
+    d, lam = p.d, p.lam
     if not isinstance(replacement, (bool, np.bool_)):
         raise ValueError(f"replacement must be True or False; got {replacement!r}")
     order = V.integer("order", order, low=1, high=2)

@@ -27,55 +27,11 @@ import numpy as np
 from qlib import _rng
 from qlib import _validate as V
 from qlib.supermarket import chain as K
-from qlib.supermarket.theory import arrival_rate as _theory_arrival
-from qlib.supermarket.theory import check_parameters as _theory_check
+from qlib.supermarket.point import MAX_N, Point, as_point, check_point  # noqa: F401  (check_point: older import path)
 from qlib.supermarket.theory import fluid_fixed_point, predicted_max_length
 
-MAX_N = K.MAX_N
-
-__all__ = ["SupermarketResult", "simulate", "simulate_many", "check_parameters", "check_point", "event_threshold", "initial_counts",
+__all__ = ["SupermarketResult", "simulate", "simulate_many", "Point", "check_point", "initial_counts",
            "counts_from_lengths", "counts_all_at", "default_levels", "MAX_N"]
-
-
-# --------------------------------------------------------------------------- validation
-
-def check_point(n: Any, d: Any, lam: Any, replacement: Any, one_minus_lam: Any = None) -> tuple[int, int, float, float, bool]:
-    """(n, d, lam, 1 - lam, replacement) of a simulation; ValueError naming the parameter otherwise.
-
-    n in [1, 2^32 - 1]; d in [1, 2^63 - 1]; lam (or ``one_minus_lam``, exclusively) such that
-    lam and 1 - lam are both >= 2^-43 (about 1.1e-13): the event threshold has 64 bits, so the
-    simulated lam is within 2^-63 of the requested one, i.e. lam and 1 - lam are resolved to
-    2^-20 of their value inside this range and lose more outside it.
-    """
-    n = V.integer("n", n, low=1, high=MAX_N)
-    n, d, lam, replacement = _theory_check(n, d, lam, replacement, one_minus_lam=one_minus_lam)
-    eps = float(one_minus_lam) if one_minus_lam is not None else 1.0 - lam
-    res = K.LAM_RESOLUTION
-    name = "one_minus_lam" if one_minus_lam is not None else "lam"
-    if lam < res or eps < res:
-        raise ValueError(f"{name} must give lam and 1 - lam both >= 2^-43 = {res:.3g} (lam in [{res:.3g}, 1 - {res:.3g}]): "
-                         f"the 64-bit event threshold resolves them to 2^-20 of their value only there; got "
-                         f"{name}={one_minus_lam if one_minus_lam is not None else lam!r}"
-                         + ("; for lam near 1 pass one_minus_lam" if name == "lam" and eps < res else ""))
-    return n, d, lam, eps, replacement
-
-
-def check_parameters(n: Any, d: Any, lam: Any = None, replacement: Any = True, *,
-                     one_minus_lam: Any = None) -> tuple[int, int, float, bool]:
-    """Validate (n, d, lam, replacement) for simulation; ValueError naming the parameter otherwise.
-
-    n in [1, 2^32 - 1], d in [1, 2^63 - 1] (and d <= n without replacement), lam in
-    [2^-43, 1 - 2^-43] given as ``lam`` or as ``one_minus_lam`` (see :func:`check_point`).
-    Returns (n, d, lam, replacement).
-    """
-    n, d, lam, _, replacement = check_point(n, d, lam, replacement, one_minus_lam)
-    return n, d, lam, replacement
-
-
-def event_threshold(lam: float, one_minus_lam: float) -> int:
-    """The chain's 64-bit arrival threshold for a validated (lam, 1 - lam) pair: from 1 - lam
-    when it is <= 1/2 (then exact either way for a float lam), else from lam."""
-    return K.arrival_threshold(one_minus_lam=one_minus_lam) if one_minus_lam <= 0.5 else K.arrival_threshold(lam)
 
 
 # --------------------------------------------------------------------------- initial states
@@ -118,20 +74,24 @@ def initial_counts(n: int, d: int, lam: float | None, initial: Any, replacement:
     checked before it is built (ValueError naming ``initial`` when it would not fit). ``n``,
     ``d``, ``lam`` (or ``one_minus_lam``) and ``replacement`` are checked as in :func:`simulate`.
     """
-    n, d, lam, eps, replacement = check_point(n, d, lam, replacement, one_minus_lam)
-    if one_minus_lam is not None:
-        one_minus_lam = eps
+    return _initial_counts(as_point(n, d, lam, one_minus_lam=one_minus_lam, replacement=replacement,
+                                    simulation=True), initial)
+
+
+def _initial_counts(point: Point, initial: Any) -> np.ndarray:
+    """:func:`initial_counts` of a validated point."""
+    n, d, one_minus_lam, replacement = point.n, point.d, point.one_minus_lam, point.replacement
     if isinstance(initial, str):
         V.choice("initial", initial, ("empty", "fluid"))
         if initial == "empty":
             return np.array([n, 0], dtype=np.int64)
-        kw = dict(one_minus_lam=one_minus_lam) if one_minus_lam is not None else dict(lam=lam)
+        kw = point.rate
         fp = lambda L: fluid_fixed_point(d, levels=L, replacement=replacement,  # noqa: E731
                                          n=None if replacement else n, **kw)
         if d == 1:  # u_i = rint(n lam^i) > 0 up to i = log(2n)/log(1/lam)
-            levels = int(math.floor(math.log(2 * n) / -math.log1p(-eps))) + 2
+            levels = int(math.floor(math.log(2 * n) / -math.log1p(-one_minus_lam))) + 2
             V.memory("initial", (levels + 1) * 8.0 * 4,
-                     f"initial='fluid' at d = 1 and 1 - lam = {eps:.3g}: {levels + 1} levels x 8 bytes x 4 copies")
+                     f"initial='fluid' at d = 1 and 1 - lam = {one_minus_lam:.3g}: {levels + 1} levels x 8 bytes x 4 copies")
         else:
             k = predicted_max_length(d, **kw)
             levels = int(min(k, 60)) + 4
@@ -180,13 +140,16 @@ def default_levels(d: int, lam: float | None, u0: np.ndarray, steps: int | None 
     log(1e-3)/log(lam) + 4, but never more than the run can reach: the longest queue grows by
     at most one per step, so the cap is at most (levels of u0) + steps (then it grows on demand).
     """
-    kw = dict(one_minus_lam=one_minus_lam) if one_minus_lam is not None else dict(lam=lam)
-    k = predicted_max_length(d, **kw)
+    return _default_levels(Point(None, d, lam, one_minus_lam=one_minus_lam), u0, steps)
+
+
+def _default_levels(point: Point, u0: np.ndarray, steps: int | None = None) -> int:
+    """:func:`default_levels` of a validated point."""
+    k = predicted_max_length(point)
     if math.isfinite(k):
         guess = int(k) + 3
     else:
-        _, eps = _theory_arrival(lam, one_minus_lam)
-        guess = int(math.ceil(math.log(1e-3) / math.log1p(-eps))) + 4
+        guess = int(math.ceil(math.log(1e-3) / math.log1p(-point.one_minus_lam))) + 4
     if steps is not None:
         guess = min(guess, u0.shape[-1] + int(steps))
     return max(guess, u0.shape[-1] + 1, 4)
@@ -211,14 +174,10 @@ class SupermarketResult:
       ``record_every`` steps (only if asked for).
     """
 
-    n: int
-    d: int
-    lam: float
+    point: Point  # the parameters simulated (1 - lam as given, when given as one_minus_lam)
     steps: int
     burn_in: int
     seed: int
-    replacement: bool
-    one_minus_lam: float  # 1 - lam as simulated (as given, when given as one_minus_lam)
     tail_fraction: np.ndarray
     max_length: np.ndarray
     max_length_distribution: np.ndarray
@@ -227,6 +186,12 @@ class SupermarketResult:
     state: np.ndarray
     trajectory: np.ndarray | None = None
     record_every: int | None = None
+
+    n = property(lambda self: self.point.n, doc="number of queues")
+    d = property(lambda self: self.point.d, doc="choices per arrival")
+    lam = property(lambda self: self.point.lam, doc="arrival rate per queue")
+    one_minus_lam = property(lambda self: self.point.one_minus_lam, doc="1 - lam (as given, when given)")
+    replacement = property(lambda self: self.point.replacement, doc="sampling with replacement")
 
     @property
     def replicas(self) -> int:
@@ -262,13 +227,10 @@ class SupermarketResult:
 # --------------------------------------------------------------------------- one point's plan
 
 @dataclass
-class _Point:
+class _Plan:
     """One parameter point of a run, validated: what its own simulate call would do."""
 
-    n: int
-    d: int
-    lam: float
-    eps: float  # 1 - lam
+    point: Point
     steps: int
     burn_in: int
     seed: int
@@ -278,24 +240,24 @@ class _Point:
     limit: int  # no queue of this point can pass this level
 
     @property
+    def n(self) -> int:
+        return self.point.n
+
+    @property
     def end(self) -> int:
         return self.burn_in + self.steps
 
-    @property
-    def threshold(self) -> int:
-        return event_threshold(self.lam, self.eps)
 
-
-def _resolve_initial(where: str, n, d, lam, eps, initial, replacement, replicas, seed, eps_given=None):
+def _resolve_initial(where: str, point: Point, initial, replicas, seed):
     """(u0 (R, L0+1), rng0 (R,), seed) from ``initial``, which may be a previous result."""
     if isinstance(initial, SupermarketResult):
         res = initial
-        for name, have, want in (("n", res.n, n), ("d", res.d, d),
-                                 ("lam", event_threshold(res.lam, res.one_minus_lam), event_threshold(lam, eps)),
-                                 ("replacement", res.replacement, replacement),
+        for name, have, want in (("n", res.n, point.n), ("d", res.d, point.d),
+                                 ("lam", res.point.arrival_threshold, point.arrival_threshold),
+                                 ("replacement", res.replacement, point.replacement),
                                  ("replicas", res.replicas, replicas)):
             if have != want:
-                shown = (res.lam, lam) if name == "lam" else (have, want)
+                shown = (res.lam, point.lam) if name == "lam" else (have, want)
                 raise ValueError(f"{where}initial is a result with {name} = {shown[0]!r}, but {name} = {shown[1]!r} "
                                  f"was asked for; a run continues only with the same {name}")
         if seed is not None and seed != res.seed:
@@ -308,7 +270,7 @@ def _resolve_initial(where: str, n, d, lam, eps, initial, replacement, replicas,
         return u[:, : max(used, 2)], np.asarray(res.state, np.uint64), res.seed
     seed = 0 if seed is None else seed
     try:
-        u0 = initial_counts(n, d, None if eps_given is not None else lam, initial, replacement, one_minus_lam=eps_given)
+        u0 = _initial_counts(point, initial)
     except ValueError as e:
         raise ValueError(f"{where}{e}") from None
     if u0.ndim == 2 and u0.shape[0] != replicas:
@@ -320,15 +282,13 @@ def _resolve_initial(where: str, n, d, lam, eps, initial, replacement, replicas,
     return u0, _rng.replica_states_np(seed, np.arange(replicas)), seed
 
 
-def _point(where, n, d, lam, eps, replacement, *, steps, burn_in, seed, initial, replicas, levels,
-           eps_given=None) -> _Point:
-    """``eps_given``: 1 - lam as the caller gave it (None when lam was given): the theory of
-    the start and of the level cap then uses it as is."""
-    u0, rng0, seed = _resolve_initial(where, n, d, lam, eps, initial, replacement, replicas, seed, eps_given)
+def _plan(where, point: Point, *, steps, burn_in, seed, initial, replicas, levels) -> _Plan:
+    """The plan of one point (the theory of the start and of the level cap uses the arrival
+    rate as the caller gave it)."""
+    u0, rng0, seed = _resolve_initial(where, point, initial, replicas, seed)
     total = burn_in + steps
-    L = default_levels(d, None if eps_given is not None else lam, u0, total, one_minus_lam=eps_given) \
-        if levels is None else V.integer("levels", levels, low=u0.shape[-1])
-    return _Point(n, d, lam, eps, steps, burn_in, seed, u0, rng0, L,
+    L = _default_levels(point, u0, total) if levels is None else V.integer("levels", levels, low=u0.shape[-1])
+    return _Plan(point, steps, burn_in, seed, u0, rng0, L,
                   max(L, K.level_limit(u0.shape[-1], total)))
 
 
@@ -352,13 +312,14 @@ def _is_per_point_initial(initial: Any, P: int) -> bool:
 
 # --------------------------------------------------------------------------- public
 
-def simulate(n: int, d: int, lam: float | None = None, *, one_minus_lam: float | None = None, steps: int,
-             replicas: int = 1, seed: int | None = None, burn_in: int = 0, initial: Any = "empty",
-             replacement: bool = True, batches: int = 1, record_every: int | None = None,
+def simulate(n: int | Point, d: int | None = None, lam: float | None = None, *, one_minus_lam: float | None = None,
+             steps: int, replicas: int = 1, seed: int | None = None, burn_in: int = 0, initial: Any = "empty",
+             replacement: bool | None = None, batches: int = 1, record_every: int | None = None,
              levels: int | None = None, progress: bool | None = None) -> SupermarketResult:
     """Simulate ``replicas`` independent copies of the supermarket model's count chain.
 
-    Parameters (paper notation): ``n`` queues (<= 2^32 - 1), ``d`` choices per arrival
+    Parameters (paper notation), or one :class:`~qlib.supermarket.point.Point` in place of
+    (n, d, lam, replacement): ``n`` queues (<= 2^32 - 1), ``d`` choices per arrival
     (<= 2^63 - 1), arrival rate ``lam`` per queue, or exclusively ``one_minus_lam`` = 1 - lam,
     carried exactly into the 64-bit event threshold (lam and 1 - lam >= 2^-43); ``steps``
     uniformised steps are measured after ``burn_in`` steps (one unit of model time is
@@ -368,7 +329,7 @@ def simulate(n: int, d: int, lam: float | None = None, *, one_minus_lam: float |
     must match; ``seed`` is the result's): T steps and then T more end in the same counts as
     2T steps in one call, and the time averages combine (weights ``steps``). ``seed``
     defaults to 0. ``replacement``: sample the d queues with replacement (the classical
-    model) or without. ``batches`` splits the measured steps into equal batches for
+    model, the default) or without. ``batches`` splits the measured steps into equal batches for
     batch-means error bars; ``record_every`` stores u every so many steps (no trajectory is
     kept otherwise). ``levels`` is the initial number of tracked lengths; it grows
     automatically when a queue would exceed it (the chunk is rerun from its saved state, so
@@ -379,7 +340,7 @@ def simulate(n: int, d: int, lam: float | None = None, *, one_minus_lam: float |
     Returns a :class:`SupermarketResult`. The same ``seed`` gives identical arrays, and replica
     r's numbers do not depend on ``replicas`` or the number of devices.
     """
-    n, d, lam, eps, replacement = check_point(n, d, lam, replacement, one_minus_lam)
+    point = as_point(n, d, lam, one_minus_lam=one_minus_lam, replacement=replacement, simulation=True)
     steps = V.integer("steps", steps, low=1)
     replicas = V.integer("replicas", replicas, low=1)
     if seed is not None:
@@ -389,21 +350,22 @@ def simulate(n: int, d: int, lam: float | None = None, *, one_minus_lam: float |
     if record_every is not None:
         record_every = V.integer("record_every", record_every, low=1, high=steps)
     V.work("steps", float(burn_in + steps) * replicas)
-    pt = _point("", n, d, lam, eps, replacement, steps=steps, burn_in=burn_in, seed=seed, initial=initial,
-                replicas=replicas, levels=levels, eps_given=None if one_minus_lam is None else eps)
-    return _run([pt], replicas, replacement, batches, record_every, progress)[0]
+    pt = _plan("", point, steps=steps, burn_in=burn_in, seed=seed, initial=initial, replicas=replicas,
+               levels=levels)
+    return _run([pt], replicas, point.replacement, batches, record_every, progress)[0]
 
 
-def simulate_many(points: Sequence[tuple], *, steps: int | Sequence[int], replicas: int = 1,
+def simulate_many(points: Sequence[tuple | Point], *, steps: int | Sequence[int], replicas: int = 1,
                   seeds: Sequence[int] | None = None, burn_in: int | Sequence[int] = 0, initial: Any = "empty",
-                  replacement: bool = True, batches: int = 1, record_every: int | None = None,
+                  replacement: bool | None = None, batches: int = 1, record_every: int | None = None,
                   levels: int | None = None, one_minus_lam: float | Sequence[float] | None = None,
                   progress: bool | None = None) -> list[SupermarketResult]:
     """Simulate many parameter points at once: result p is bit-identical to
     ``simulate(*points[p], steps=steps[p], burn_in=burn_in[p], replicas=replicas, seed=seeds[p], ...)``.
 
-    ``points`` is a sequence of (n, d, lam), or of (n, d) with ``one_minus_lam`` one value per
-    point (or one for all); ``steps`` and ``burn_in`` are an int or one per point; ``seeds``
+    ``points`` is a sequence of (n, d, lam) or :class:`~qlib.supermarket.point.Point`, or of
+    (n, d) with ``one_minus_lam`` one value per point (or one for all); all points share one
+    ``replacement`` (the points' own, or True); ``steps`` and ``burn_in`` are an int or one per point; ``seeds``
     one per point (default 0, 1, ..., P-1); ``initial`` one state for all points or a list of
     one per point (each anything :func:`simulate` accepts, including a previous result of that
     point). The other arguments are as in :func:`simulate` and apply to every point. The
@@ -414,20 +376,27 @@ def simulate_many(points: Sequence[tuple], *, steps: int | Sequence[int], replic
     if isinstance(points, (str, bytes)) or not isinstance(points, Sequence) or len(points) < 1:
         raise ValueError(f"points must be a non-empty sequence of (n, d, lam); got {points!r}")
     P = len(points)
-    eps_l = _per_point("one_minus_lam", one_minus_lam, P, lambda nm, v: v) if one_minus_lam is not None else [None] * P
-    checked = []
-    for j, (pt, e) in enumerate(zip(points, eps_l)):
-        want = 3 if e is None else 2
-        if not isinstance(pt, (tuple, list)) or len(pt) != want:
-            raise ValueError(f"points[{j}] must be {'(n, d, lam)' if want == 3 else '(n, d) (one_minus_lam is given)'}; "
-                             f"got {pt!r}")
+    oml_l = _per_point("one_minus_lam", one_minus_lam, P, lambda nm, v: v) if one_minus_lam is not None else [None] * P
+    if replacement is None:  # the points' own (one kernel has one sampling rule)
+        replacement = next((pt.replacement for pt in points if isinstance(pt, Point)), True)
+    checked: list[Point] = []
+    for j, (pt, oml) in enumerate(zip(points, oml_l)):
+        want = 3 if oml is None else 2
+        if not isinstance(pt, Point) and (not isinstance(pt, (tuple, list)) or len(pt) != want):
+            raise ValueError(f"points[{j}] must be {'(n, d, lam)' if want == 3 else '(n, d) (one_minus_lam is given)'}"
+                             f" or a Point; got {pt!r}")
         try:
-            checked.append(check_point(pt[0], pt[1], pt[2] if e is None else None, replacement,
-                                  None if e is None else e))
+            if isinstance(pt, Point):
+                if oml is not None:
+                    raise ValueError("a Point carries its arrival rate: leave one_minus_lam out")
+                checked.append(as_point(pt, replacement=replacement, simulation=True))
+            else:
+                checked.append(Point.simulation(pt[0], pt[1], pt[2] if oml is None else None, replacement=replacement,
+                                                one_minus_lam=None if oml is None else oml))
         except ValueError as err:
             raise ValueError(f"points[{j}]: {err}") from None
-    replacement = checked[0][4]
-    steps_l = _per_point("steps", steps, P, lambda nm, v: V.integer(nm, v, low=1))
+    replacement = checked[0].replacement
+    stoml_l = _per_point("steps", steps, P, lambda nm, v: V.integer(nm, v, low=1))
     burn_l = _per_point("burn_in", burn_in, P, lambda nm, v: V.integer(nm, v, low=0))
     replicas = V.integer("replicas", replicas, low=1)
     if seeds is None:
@@ -436,16 +405,16 @@ def simulate_many(points: Sequence[tuple], *, steps: int | Sequence[int], replic
         if not isinstance(seeds, (list, tuple, np.ndarray)) or (isinstance(seeds, np.ndarray) and seeds.ndim != 1) or len(seeds) != P:
             raise ValueError(f"seeds must be a sequence of one seed per point ({P}); got {seeds!r}")
         seeds_l = [V.integer(f"seeds[{j}]", s, low=0, high=2**63 - 1) for j, s in enumerate(seeds)]
-    batches = V.integer("batches", batches, low=1, high=min(steps_l))
+    batches = V.integer("batches", batches, low=1, high=min(stoml_l))
     if record_every is not None:
-        record_every = V.integer("record_every", record_every, low=1, high=min(steps_l))
-    V.work("steps", float(sum(b + st for b, st in zip(burn_l, steps_l))) * replicas)
+        record_every = V.integer("record_every", record_every, low=1, high=min(stoml_l))
+    V.work("steps", float(sum(b + st for b, st in zip(burn_l, stoml_l))) * replicas)
     inits = list(initial) if _is_per_point_initial(initial, P) else [initial] * P
     pts = []
-    for j, ((n, d, lam, eps, _), st, bi, sd, ini, e) in enumerate(zip(checked, steps_l, burn_l, seeds_l, inits, eps_l)):
+    for j, (point, st, bi, sd, ini) in enumerate(zip(checked, stoml_l, burn_l, seeds_l, inits)):
         sd = sd if not isinstance(ini, SupermarketResult) or seeds is not None else None
-        pts.append(_point(f"points[{j}]: ", n, d, lam, eps, replacement, steps=st, burn_in=bi, seed=sd,
-                          initial=ini, replicas=replicas, levels=levels, eps_given=None if e is None else eps))
+        pts.append(_plan(f"points[{j}]: ", point, steps=st, burn_in=bi, seed=sd, initial=ini, replicas=replicas,
+                         levels=levels))
     return _run(pts, replicas, replacement, batches, record_every, progress)
 
 
@@ -470,7 +439,7 @@ def _bytes_per_level(lanes: int, batches: int, frames: int, big: bool) -> tuple[
     return sum(parts.values()), parts
 
 
-def _run(pts: list[_Point], R: int, replacement: bool, batches: int, record_every: int | None,
+def _run(pts: list[_Plan], R: int, replacement: bool, batches: int, record_every: int | None,
          progress: bool | None) -> list[SupermarketResult]:
     P = len(pts)
     # lanes: points sorted by run length (longest first), R replicas each
@@ -492,8 +461,7 @@ def _run(pts: list[_Point], R: int, replacement: bool, batches: int, record_ever
         sl = slice(lane0[j], lane0[j] + R)
         u0[0, : p.u0.shape[1], sl] = p.u0.T
         rng0[sl] = p.rng0
-    params = K.lane_params([(pts[j].n, pts[j].d, pts[j].lam, pts[j].eps if pts[j].eps <= 0.5 else None)
-                            for j in order], [R] * P)
+    params = K.lane_params([pts[j].point for j in order], [R] * P)
     end = max(p.end for p in pts)
     if progress is None:
         progress = sum(p.end * R * max(p.levels, 4) for p in pts) >= 5e10  # roughly > 10 s of work
@@ -570,8 +538,7 @@ def _run(pts: list[_Point], R: int, replacement: bool, batches: int, record_ever
             / (lengths[None, :, None] * float(p.n))
         tr = np.stack([fit(f).T for f in traj[j]], axis=1).astype(np.int64) if traj[j] else None
         results.append(SupermarketResult(
-            n=p.n, d=p.d, lam=p.lam, steps=p.steps, burn_in=p.burn_in, seed=p.seed, replacement=replacement,
-            one_minus_lam=p.eps, tail_fraction=tail, max_length=max_length, max_length_distribution=max_dist,
+            point=p.point, steps=p.steps, burn_in=p.burn_in, seed=p.seed, tail_fraction=tail, max_length=max_length, max_length_distribution=max_dist,
             counts=np.ascontiguousarray(fit(counts[:, sl]).T), batch_tail_fraction=bt,
             state=state[sl].copy(), trajectory=tr, record_every=record_every))
     return results

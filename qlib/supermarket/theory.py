@@ -22,54 +22,35 @@ d >= 45 n the chain equals the d = oo limit to the 2^-64 resolution of the simul
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 from scipy.integrate import solve_ivp
 from scipy.special import gammaln
 
 from qlib import _validate as V
-
-MAX_D = 2**63 - 1
+from qlib.supermarket.point import MAX_D, Point, check_parameters  # noqa: F401  (check_parameters: the older import path)
 
 
 def arrival_rate(lam: float | None = None, one_minus_lam: float | None = None) -> tuple[float, float]:
-    """(lam, 1 - lam) from exactly one of ``lam`` and ``one_minus_lam``, each in (0, 1).
+    """(lam, 1 - lam) from exactly one of ``lam`` and ``one_minus_lam``, each in (0, 1)
+    (checked by :class:`qlib.supermarket.point.Point`).
 
     Given ``one_minus_lam`` it is kept as it is (lam = 1 - one_minus_lam is rounded); given
     ``lam``, 1 - lam is exact in float64 for lam >= 1/2.
     """
-    if (lam is None) == (one_minus_lam is None):
-        raise ValueError("give exactly one of lam and one_minus_lam (= 1 - lam), each in (0, 1); got "
-                         f"lam={lam!r}, one_minus_lam={one_minus_lam!r}")
-    if one_minus_lam is None:
-        lam = V.real("lam", lam, low=0.0, high=1.0)
-        return lam, 1.0 - lam
-    eps = V.real("one_minus_lam", one_minus_lam, low=0.0, high=1.0)
-    return 1.0 - eps, eps
+    p = Point(None, 1, lam, one_minus_lam=one_minus_lam)
+    return p.lam, p.one_minus_lam
 
 
-def check_parameters(n: int | None, d: int, lam: float | None = None, replacement: bool = True, *,
-                     one_minus_lam: float | None = None) -> tuple[int | None, int, float, bool]:
-    """The one check of the supermarket model's parameters (n, d, lam, replacement).
-
-    ``n`` in [1, 2^63 - 1] queues (None for the n -> oo theory, allowed only with replacement), ``d`` in
-    [1, 2^63 - 1] choices, arrival rate ``lam`` in (0, 1) (or ``one_minus_lam``, exclusively),
-    ``replacement`` a bool, and d <= n when sampling without replacement. Raises ValueError
-    naming the parameter and its allowed range. Returns (n, d, lam, replacement).
-    """
-    if n is not None:
-        n = V.integer("n", n, low=1, high=MAX_D)
-    d = V.integer("d", d, low=1, high=MAX_D)
-    lam, _ = arrival_rate(lam, one_minus_lam)
-    if not isinstance(replacement, (bool, np.bool_)):
-        raise ValueError(f"replacement must be True or False; got {replacement!r}")
-    if not replacement:
-        if n is None:
-            raise ValueError("n is required when replacement=False (the law depends on n); got None")
-        if d > n:
-            raise ValueError(f"d must be an integer in [1, n] = [1, {n}] when sampling without "
-                             f"replacement; got {d}")
-    return n, d, lam, bool(replacement)
+def _point(d: Any, lam: Any, one_minus_lam: Any, replacement: Any = True, n: Any = None) -> Point:
+    """The theory functions' point: ``d`` may be a :class:`Point` (then lam, one_minus_lam, n
+    and replacement come from it and must be left at their defaults)."""
+    if isinstance(d, Point):
+        if lam is not None or one_minus_lam is not None or n is not None or replacement is not True:
+            raise ValueError("a Point was given: leave lam, one_minus_lam, n and replacement out")
+        return d
+    return Point(n, d, lam, one_minus_lam=one_minus_lam, replacement=replacement)
 
 
 def steps_per_time(n: int, lam: float) -> float:
@@ -96,7 +77,8 @@ def all_sampled_at_least(s, d: int, *, replacement: bool = True, n: int | None =
     With replacement s^d; without replacement C(ns, d)/C(n, d) (zero when ns < d). ``s`` is
     any array of fractions in [0, 1]; the result has its shape.
     """
-    n, d, _, replacement = check_parameters(n, d, 0.5, replacement)
+    pt = _point(d, None, None, replacement, n) if isinstance(d, Point) else Point(n, d, 0.5, replacement=replacement)
+    n, d, replacement = pt.n, pt.d, pt.replacement
     s = _fractions("s", s)
     if replacement:
         return s**d
@@ -137,10 +119,9 @@ def _g_cont(s, d, replacement, n):
     return np.prod(np.clip((x[..., None] - m) / (n - m), 0.0, None), axis=-1)
 
 
-def _log_inverse_gap(lam: float | None, one_minus_lam: float | None) -> float:
+def _log_inverse_gap(p: Point) -> float:
     """log(1/(1 - lam)), from 1 - lam itself when it is given."""
-    lam, eps = arrival_rate(lam, one_minus_lam)
-    return -math.log(eps) if one_minus_lam is not None else -math.log1p(-lam)
+    return -math.log(p.one_minus_lam) if p.given == "one_minus_lam" else -math.log1p(-p.lam)
 
 
 def predicted_max_length(d: int, lam: float | None = None, *, one_minus_lam: float | None = None) -> float:
@@ -150,8 +131,8 @@ def predicted_max_length(d: int, lam: float | None = None, *, one_minus_lam: flo
     lam = 0.99, d = 10 (ratio exactly 2) up to 3. Returns inf for d = 1 (no concentration).
     The formula is the same with or without replacement.
     """
-    d = V.integer("d", d, low=1, high=MAX_D)
-    g = _log_inverse_gap(lam, one_minus_lam)
+    p = _point(d, lam, one_minus_lam)
+    d, g = p.d, _log_inverse_gap(p)
     if d == 1:
         return math.inf
     x = g / math.log(d)
@@ -167,8 +148,9 @@ def boundary_distance(d: int, lam: float | None = None, *, one_minus_lam: float 
     The asymptotic profile is sharp only when this is not small; on a boundary, (1-lam)d^j ~ 1
     and two levels share the mass.
     """
-    d = V.integer("d", d, low=2, high=MAX_D)
-    x = _log_inverse_gap(lam, one_minus_lam) / math.log(d)
+    p = _point(d, lam, one_minus_lam)
+    d = V.integer("d", p.d, low=2, high=MAX_D)
+    x = _log_inverse_gap(p) / math.log(d)
     return abs(x - round(x))
 
 
@@ -181,7 +163,9 @@ def fluid_fixed_point(d: int, lam: float | None = None, levels: int | None = Non
     finite-n g(s) = C(ns, d)/C(n, d) is used, so ``n`` is required. Given ``one_minus_lam``,
     log s_i = log1p(-(1-lam)) + d log s_{i-1} is summed in logs, keeping the digits of 1 - lam.
     """
-    n, d, lam, replacement = check_parameters(n, d, lam, replacement, one_minus_lam=one_minus_lam)
+    p = _point(d, lam, one_minus_lam, replacement, n)
+    n, d, lam, replacement = p.n, p.d, p.lam, p.replacement
+    one_minus_lam = p.one_minus_lam_given
     if levels is None:
         raise ValueError("levels must be an integer >= 0; got None")
     levels = V.integer("levels", levels, low=0)
@@ -223,7 +207,8 @@ def fluid_drift(s: np.ndarray, d: int, lam: float | None = None, *, one_minus_la
 
     ``s`` is a 1-D vector of finite reals (g clips it to [0, 1], so the drift is defined, and
     differentiable numerically, around the boundary too)."""
-    n, d, lam, replacement = check_parameters(n, d, lam, replacement, one_minus_lam=one_minus_lam)
+    p = _point(d, lam, one_minus_lam, replacement, n)
+    n, d, lam, replacement = p.n, p.d, p.lam, p.replacement
     try:
         a = np.asarray(s, dtype=float)
     except (TypeError, ValueError, OverflowError):
@@ -249,7 +234,8 @@ def fluid_trajectory(d: int, lam: float | None = None, times=None, initial=None,
     time is at most 1e-100 (0 included) one Euler step replaces the solver: its error, of
     order t^2, is far below any tolerance.
     """
-    n, d, lam, replacement = check_parameters(n, d, lam, replacement, one_minus_lam=one_minus_lam)
+    p = _point(d, lam, one_minus_lam, replacement, n)
+    n, d, lam, replacement = p.n, p.d, p.lam, p.replacement
     rtol = V.real("rtol", rtol, low=1e-13, high=1.0, low_open=False)
     atol = V.real("atol", atol, low=0.0)
     if times is None or initial is None:
@@ -287,16 +273,18 @@ def asymptotic_profile(d: int, lam: float | None = None, levels: int | None = No
     exp(-(1 - lam) d^k) above k (a tail estimate for length k+1).
     Valid when (1-lam) d^(k-1) -> 0 and (1-lam) d^k -> oo, i.e. away from a boundary.
     """
-    k = predicted_max_length(d, lam, one_minus_lam=one_minus_lam)
+    pt = _point(d, lam, one_minus_lam)
+    k = predicted_max_length(pt)
+    d = pt.d
     if not math.isfinite(k):
         raise ValueError("d must be an integer >= 2 for the asymptotic profile; got 1")
     L = k + 1 if levels is None else V.integer("levels", levels, low=k + 1)
     V.memory("levels", 8.0 * (L + 1), f"{L + 1} levels x 8 bytes")
-    _, eps = arrival_rate(lam, one_minus_lam)
+    one_minus_lam = pt.one_minus_lam
     p = np.zeros(L + 1)
-    p[0] = eps
+    p[0] = one_minus_lam
     for i in range(1, k):
-        p[i] = eps * float(d) ** i
-    p[k] = 1.0 - eps * float(d) ** (k - 1)
-    p[k + 1] = math.exp(-eps * float(d) ** k)
+        p[i] = one_minus_lam * float(d) ** i
+    p[k] = 1.0 - one_minus_lam * float(d) ** (k - 1)
+    p[k + 1] = math.exp(-one_minus_lam * float(d) ** k)
     return p

@@ -20,7 +20,8 @@ from pathlib import Path
 
 import numpy as np
 
-import qlib  # noqa: F401  (before JAX: host devices)
+import qlib  # noqa: E402
+qlib.configure_xla()  # before JAX: host devices, small loops
 import qlib.supermarket as sm
 from qlib.supermarket import coupling as C
 

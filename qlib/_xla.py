@@ -1,0 +1,69 @@
+"""XLA flags qlib runs best with, set only on request (:func:`configure_xla`): never on import.
+
+- one host device per core (``--xla_force_host_platform_device_count``), so the replicas of a
+  run are sharded over every core;
+- XLA:CPU's small-while-loop threshold raised to 64 kB
+  (``xla_cpu_small_while_loop_byte_threshold``): a loop whose body touches fewer bytes is
+  compiled into one kernel instead of dispatching each fused op, which makes the chain's
+  sequential loop faster at few replicas (measured in benchmarks/README.md, "XLA flags").
+
+Both are read by XLA once, when JAX starts its CPU backend, so :func:`configure_xla` must run
+before anything is computed. Flags already in ``XLA_FLAGS`` are kept; ``QLIB_HOST_DEVICES=N``
+overrides the device count. This module does not import JAX.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import warnings
+
+SMALL_LOOP_BYTES = 65536
+
+
+def _device_count() -> int:
+    want = os.environ.get("QLIB_HOST_DEVICES", "auto")
+    try:
+        return len(os.sched_getaffinity(0)) if want == "auto" else int(want)
+    except (AttributeError, ValueError):
+        return os.cpu_count() or 1
+
+
+def flags(current: str | None = None, *, host_devices: bool = True, small_loops: bool = True) -> str:
+    """``current`` (default: ``$XLA_FLAGS``) with qlib's flags added where it does not set them."""
+    f = os.environ.get("XLA_FLAGS", "") if current is None else current
+    if host_devices and "xla_force_host_platform_device_count" not in f:
+        count = _device_count()
+        if count > 1:
+            f = f"{f} --xla_force_host_platform_device_count={count}".strip()
+    if small_loops and "xla_cpu_small_while_loop_byte_threshold" not in f:
+        opt = f"xla_cpu_small_while_loop_byte_threshold={SMALL_LOOP_BYTES}"
+        if "--xla_backend_extra_options=" in f:  # one comma-separated list of key=value
+            f = f.replace("--xla_backend_extra_options=", f"--xla_backend_extra_options={opt},", 1)
+        else:
+            f = f"{f} --xla_backend_extra_options={opt}".strip()
+    return f
+
+
+def _jax_started() -> bool:
+    """True if JAX has already created a backend (then new XLA flags are ignored)."""
+    xb = sys.modules.get("jax._src.xla_bridge")
+    return bool(getattr(xb, "_backends", None))
+
+
+def configure_xla(*, host_devices: bool = True, small_loops: bool = True) -> str:
+    """Add qlib's XLA flags to ``XLA_FLAGS`` (see the module docstring) and return the result.
+
+    Call it first, before JAX computes anything: the CLI, the test-suite, the notebook runner
+    and the benchmarks do. Without it qlib gives the same numbers, on one host device, with
+    XLA's default loop threshold. Warns (and changes nothing) if JAX has already started.
+    """
+    new = flags(host_devices=host_devices, small_loops=small_loops)
+    if new == os.environ.get("XLA_FLAGS", ""):
+        return new
+    if _jax_started():
+        warnings.warn("qlib.configure_xla(): JAX has already started, so the XLA flags cannot change now; "
+                      "call it before the first computation", RuntimeWarning, stacklevel=2)
+        return os.environ.get("XLA_FLAGS", "")
+    os.environ["XLA_FLAGS"] = new
+    return new

@@ -1,0 +1,44 @@
+"""qlib._xla (issue 20, item 5): importing qlib sets no XLA flag; configure_xla() does, keeps
+what XLA_FLAGS already says, and refuses (with a warning) once JAX has started."""
+
+import os
+import subprocess
+import sys
+
+from qlib import _xla
+
+
+def _child(code: str, **env: str) -> str:
+    e = {k: v for k, v in os.environ.items() if k not in ("XLA_FLAGS", "QLIB_HOST_DEVICES")}
+    e.update(env)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, env=e)
+    assert out.returncode == 0, out.stderr[-2000:]
+    return out.stdout.strip()
+
+
+def test_import_sets_no_flags():
+    assert _child("import os, qlib, qlib.supermarket; print(repr(os.environ.get('XLA_FLAGS')))") == "None"
+
+
+def test_configure_xla_sets_both_flags_before_jax_starts():
+    out = _child("import qlib, jax; print(qlib.configure_xla()); print(jax.device_count())", QLIB_HOST_DEVICES="3")
+    flags, devices = out.splitlines()
+    assert "--xla_force_host_platform_device_count=3" in flags
+    assert "xla_cpu_small_while_loop_byte_threshold=65536" in flags
+    assert devices == "3"
+
+
+def test_flags_keep_what_is_set():
+    f = _xla.flags("--xla_force_host_platform_device_count=5 --xla_backend_extra_options=a=1")
+    assert f.count("device_count") == 1 and "device_count=5" in f
+    assert "--xla_backend_extra_options=xla_cpu_small_while_loop_byte_threshold=65536,a=1" in f
+    assert _xla.flags("--xla_backend_extra_options=xla_cpu_small_while_loop_byte_threshold=7",
+                      host_devices=False) == "--xla_backend_extra_options=xla_cpu_small_while_loop_byte_threshold=7"
+
+
+def test_too_late_warns_and_changes_nothing():
+    code = ("import os, warnings, jax, qlib; jax.numpy.zeros(1).block_until_ready()\n"
+            "with warnings.catch_warnings(record=True) as w:\n"
+            "    warnings.simplefilter('always'); qlib.configure_xla()\n"
+            "print(len(w), repr(os.environ.get('XLA_FLAGS')))")
+    assert _child(code, QLIB_HOST_DEVICES="2") == "1 None"
