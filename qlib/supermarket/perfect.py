@@ -47,7 +47,7 @@ import numpy as np
 from qlib import _rng
 from qlib import _validate as V
 from qlib.supermarket import chain as K
-from qlib.supermarket.simulation import check_point
+from qlib.supermarket.point import Point
 from qlib.supermarket.theory import all_sampled_at_least, predicted_max_length
 
 __all__ = ["PerfectSamples", "perfect_samples", "capacity_for", "coalescence_lower_bound", "forward_meeting_states",
@@ -64,6 +64,9 @@ DEFAULT_MAX_STEPS = 2**40
 class PerfectSamples:
     """Exact stationary draws of the bounded supermarket model, from :func:`perfect_samples`.
 
+    ``point`` the validated parameter point (n, d, lam, 1 - lam, replacement; ``n``, ``d``,
+    ``lam``, ``replacement`` are read from it), ``capacity`` L, ``seed``;
+
     - ``counts[r, i]`` (R, L+1) int64: u_i of replica r's sample, i = 0..L (u_0 = n);
     - ``coalescence_steps[r]`` (R,): the T from which replica r's bottom and top chains met by
       time 0 (the first of T_0, 2 T_0, ... that did);
@@ -73,17 +76,29 @@ class PerfectSamples:
       sum of the T of its rounds.
     """
 
-    n: int
-    d: int
-    lam: float
-    one_minus_lam: float
-    replacement: bool
+    point: Point
     capacity: int
     seed: int
     counts: np.ndarray
     coalescence_steps: np.ndarray
     start_states: np.ndarray
     steps_run: np.ndarray
+
+    @property
+    def n(self) -> int:
+        return self.point.n
+
+    @property
+    def d(self) -> int:
+        return self.point.d
+
+    @property
+    def lam(self) -> float:
+        return self.point.lam
+
+    @property
+    def replacement(self) -> bool:
+        return self.point.replacement
 
     @property
     def replicas(self) -> int:
@@ -145,7 +160,10 @@ def capacity_for(d: int, lam: float | None = None, *, one_minus_lam: float | Non
 
 
 def _check(n, d, lam, one_minus_lam, replacement, capacity, replicas, seed, max_steps):
-    n, d, lam, eps, replacement = check_point(n, d, lam, replacement, one_minus_lam)
+    pt = n if isinstance(n, Point) else Point.simulation(n, d, lam, one_minus_lam=one_minus_lam,
+                                                         replacement=replacement)
+    pt = pt.simulable()
+    n = pt.n
     capacity = V.integer("capacity", capacity, low=1, high=MAX_CAPACITY)
     replicas = V.integer("replicas", replicas, low=1, high=2**31 - 1)
     seed = V.integer("seed", seed, low=0, high=2**63 - 1)
@@ -159,10 +177,10 @@ def _check(n, d, lam, one_minus_lam, replacement, capacity, replicas, seed, max_
     V.memory("replicas", float(replicas) * (capacity + 1) * 4 * 2 * 3,
              f"{replicas} replicas x {capacity + 1} levels x 2 chains (uint32, with copies)")
     V.work("replicas", 2.0 * replicas * 4 * low)  # the least the first rounds can cost
-    return n, d, lam, eps, replacement, capacity, replicas, seed, max_steps
+    return pt, capacity, replicas, seed, max_steps
 
 
-def perfect_samples(n: int, d: int, lam: float | None = None, *, capacity: int, replicas: int, seed: int = 0,
+def perfect_samples(n: int | Point, d: int | None = None, lam: float | None = None, *, capacity: int, replicas: int, seed: int = 0,
                     replacement: bool = True, max_steps: int | None = None,
                     one_minus_lam: float | None = None) -> PerfectSamples:
     """``replicas`` exact stationary samples of the supermarket model with queues of capacity L.
@@ -170,15 +188,16 @@ def perfect_samples(n: int, d: int, lam: float | None = None, *, capacity: int, 
     Propp-Wilson coupling from the past with T doubling from T_0 = max(n L, 16) (see the module
     docstring): the bottom (all empty) and top (all at L) count chains are run from time -T to 0
     on the words of those times until they agree at 0. ``n``, ``d``, ``lam`` (or
-    ``one_minus_lam``), ``replacement`` as in :func:`qlib.supermarket.simulate`; ``capacity`` in
+    ``one_minus_lam``), ``replacement`` as in :func:`qlib.supermarket.simulate` (or a
+    :class:`~qlib.supermarket.point.Point` as ``n``); ``capacity`` in
     [1, 10^4]; ``max_steps`` bounds T per replica (default 2^40): below n L it is refused before
     anything compiles, and if a replica has not coalesced from the largest T within it, a
     ValueError names ``max_steps`` with how many had. ``seed`` selects the streams exactly as in
     ``simulate``: replica r's sample depends only on (seed, r).
     """
-    n, d, lam, eps, replacement, L, R, seed, max_steps = _check(
-        n, d, lam, one_minus_lam, replacement, capacity, replicas, seed, max_steps)
-    params = K.lane_params([(n, d, lam, eps if eps <= 0.5 else None)], [R])  # simulate's threshold
+    pt, L, R, seed, max_steps = _check(n, d, lam, one_minus_lam, replacement, capacity, replicas, seed, max_steps)
+    n, replacement = pt.n, pt.replacement
+    params = K.lane_params([pt], [R])  # the event threshold of simulate at this point
     s0 = _rng.replica_states_np(seed, np.arange(R))
     counts = np.zeros((R, L + 1), np.int64)
     coalesced_at = np.full(R, -1, np.int64)
@@ -214,8 +233,8 @@ def perfect_samples(n: int, d: int, lam: float | None = None, *, capacity: int, 
             raise ValueError(f"max_steps = {max_steps}: {R - todo.size} of {R} replicas coalesced from T <= "
                              f"{max_steps} steps; the other {todo.size} need more; raise max_steps")
         T = min(2 * T, max_steps)
-    return PerfectSamples(n=n, d=d, lam=lam, one_minus_lam=eps, replacement=replacement, capacity=L, seed=seed,
-                          counts=counts, coalescence_steps=coalesced_at, start_states=s0, steps_run=spent)
+    return PerfectSamples(point=pt, capacity=L, seed=seed, counts=counts, coalescence_steps=coalesced_at,
+                          start_states=s0, steps_run=spent)
 
 
 def forward_meeting_states(n: int, d: int, lam: float, *, capacity: int, replicas: int, seed: int = 0,
@@ -228,8 +247,8 @@ def forward_meeting_states(n: int, d: int, lam: float, *, capacity: int, replica
     Runs the plain step (:func:`qlib.supermarket.chain.step`) until every replica has met: for
     small runs only.
     """
-    n, d, lam, eps, replacement, L, R, seed, _ = _check(n, d, lam, None, replacement, capacity, replicas, seed,
-                                                         None)
+    pt, L, R, seed, _ = _check(n, d, lam, None, replacement, capacity, replicas, seed, None)
+    n, replacement = pt.n, pt.replacement
     import jax
     import jax.numpy as jnp
 
@@ -237,7 +256,7 @@ def forward_meeting_states(n: int, d: int, lam: float, *, capacity: int, replica
     u0[:, 0] = n
     u0[1, 1:] = n
     with jax.enable_x64(True):
-        p = K.LaneParams(*(jnp.asarray(a) for a in K.lane_params([(n, d, lam, eps if eps <= 0.5 else None)], [R])))
+        p = K.LaneParams(*(jnp.asarray(a) for a in K.lane_params([pt], [R])))
 
         def body(c):
             st, out, todo = c
