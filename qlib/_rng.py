@@ -85,3 +85,14 @@ def split_u32(word):
 def uniform_open(bits32):
     """Uniform on (0, 1) from 32 random bits, as float64: (b + 1/2) / 2^32."""
     return (bits32.astype(jnp.float64) + 0.5) * (1.0 / 4294967296.0)
+
+
+def named_seed(*parts: object) -> int:
+    """A 63-bit seed named by ``parts`` (e.g. ``named_seed("families", "A", 1000, "d-1")``): the
+    studies' independent sets of runs each draw from their own named stream instead of a
+    hand-picked seed offset. The hash (SHA-256 of the parts' reprs joined by "/") is fixed, so a
+    name always gives the same seed, and distinct names give unrelated ones."""
+    import hashlib
+
+    blob = "/".join(repr(p) if not isinstance(p, str) else p for p in parts).encode()
+    return int.from_bytes(hashlib.sha256(blob).digest()[:8], "little") & 0x7FFFFFFFFFFFFFFF

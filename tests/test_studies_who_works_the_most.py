@@ -43,8 +43,27 @@ def test_study_shape_and_smoke_claim_rows():
     assert len(result.profiles) == len(result.sims) == len(study.PARAMETERS["smoke"]["figures"]["loads"])
     rows = study.claim_rows(result)
     claims = [r for r in rows if r.kind == "claim"]
-    assert len(claims) == 11 and all(r.counterfactuals for r in claims)
-    # the exact rows and the n = 6 simulation rows are sound even at smoke size
-    for r in claims[:7]:
-        assert r.passed and r.sound, (r.claim, r.measured, [c.measured for c in r.counterfactuals])
+    # claims 1 and 2 by simulation at n = 6 and n = 50, and longest idle = random at each: claim 3
+    # is claims 1 and 2 together (counted once), the exact grid is an evaluation of the closed form
+    assert len(claims) == 6 and all(r.counterfactuals for r in claims)
+    assert not any("3." in r.claim.split(" ")[0] for r in rows)
+    # the n = 6 simulation rows pass, and every far wrong model fails them even at smoke size
+    for r in claims[:3]:
+        far = [c for c in r.counterfactuals if not c.near]
+        assert r.passed and far and not any(c.passed for c in far), (r.claim, r.measured)
+    # the mu^gamma routing rules ride along as near wrong models, with their SE distance
+    for r in claims[:2]:
+        near = [c for c in r.counterfactuals if c.near]
+        assert len(near) == 4 and all(c.se_distance is not None and c.se_distance >= 0 for c in near)
     assert all(r.passed for r in rows if r.kind == "identity")
+    sym = next(r for r in rows if r.claim.startswith("identity of symmetric routing"))
+    assert sym.passed and not sym.counterfactuals[0].passed  # routing proportional to mu breaks it
+
+
+def test_routing_proportional_to_mu_power_zero_is_uniform():
+    mus = study.geometric_rates(4, 10.0)
+    lam = 0.6 * mus.sum()
+    sets, p = study.routed_stationary(lam, mus, 0.0)
+    from qlib.heterogeneous import busy_probabilities, marginals_from_sets
+    np.testing.assert_allclose(marginals_from_sets(sets, p), busy_probabilities(lam, mus), rtol=1e-10)
+    assert study.swap_residual(lam, mus, 0.0) < 1e-12 < 1e-3 < study.swap_residual(lam, mus, 0.25)

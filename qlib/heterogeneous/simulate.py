@@ -212,7 +212,8 @@ def _order(mus: np.ndarray, policy: str) -> np.ndarray:
 
 #: The kernels' routing rule per policy: "fastest" and "slowest" both take the first idle
 #: server in kernel order (:func:`_order` sorts the servers for them).
-_RULE = {"random": "random", "longest_idle": "longest_idle", "fastest": "first_idle", "slowest": "first_idle"}
+_RULE = {"random": "random", "longest_idle": "longest_idle", "fastest": "first_idle", "slowest": "first_idle",
+         "mu_power": "weighted"}
 
 
 def step_probabilities(lam: float, mus: ArrayLike, *, policy: str = "random") -> list[Fraction]:
@@ -275,7 +276,7 @@ def _array_step(rule: str, consts, i, c):
     cheap producers into each consumer fusion, so a word drawn in the body would be recomputed
     (two emulated 64-bit multiplies each) by every output; a carried word is only loaded.
     """
-    c_arr, lo_t, hi_t = consts
+    c_arr, lo_t, hi_t, wts = consts
     rng, w1, w2, busy, q, stamp, acc_busy, acc_done, acc_q, acc_arr, acc_wait = c
     rng_next, w1_next, w2_next = _draw2(rng)
     arrival = w1 < c_arr
@@ -284,6 +285,11 @@ def _array_step(rule: str, consts, i, c):
     if rule == "random":
         r = _rank(w2, k).astype(jnp.int32)
         pick = idle & (_idle_before(idle) == r)
+    elif rule == "weighted":  # idle server j with probability w_j / (sum of idle w): "mu_power"
+        wi = jnp.where(idle, wts, 0.0)
+        cw = jax.lax.associative_scan(jnp.add, wi, axis=0)
+        target = ((w2 >> 11).astype(jnp.float64) + 0.5) * 2.0**-53 * cw[-1:]
+        pick = idle & (cw > target) & (cw - wi <= target)
     elif rule == "first_idle":  # the first idle server in kernel order (fastest / slowest first)
         pick = idle & (_idle_before(idle) == 0)
     else:  # longest idle: smallest stamp among idle servers (stamps are distinct)
@@ -303,12 +309,13 @@ def _array_step(rule: str, consts, i, c):
 
 
 @partial(jax.jit, static_argnames=("rule",), donate_argnums=(0, 1))
-def _array_chunk(chain: _ArrayChain, totals: _Totals, cuts, nsteps, record, *, rule: str):
+def _array_chunk(chain: _ArrayChain, totals: _Totals, cuts, nsteps, record, weights=None, *, rule: str):
     """Advance every replica ``nsteps`` steps with the array kernel; add the counts to ``totals``
     when ``record`` is 1. ``cuts`` (n,) uint64 are the cut points C_0..C_{n-1}."""
     n, R = chain.busy.shape
     hi = jnp.concatenate([cuts[1:] - jnp.uint64(1), jnp.full((1,), 2**64 - 1, jnp.uint64)])
-    consts = (cuts[0], cuts[:, None], hi[:, None])  # server j owns [C_j, C_{j+1} - 1]
+    wts = jnp.ones((n, 1), jnp.float64) if weights is None else weights[:, None]
+    consts = (cuts[0], cuts[:, None], hi[:, None], wts)  # server j owns [C_j, C_{j+1} - 1]
     zn = jnp.zeros((n, R), jnp.int32)
     zr = jnp.zeros((R,), jnp.int32)
     rng, w1, w2 = _draw2(chain.rng)
@@ -659,7 +666,8 @@ def _work_units(n: int, use_bits: bool) -> float:
 
 def simulate(lam: float, mus: ArrayLike, *, steps: int, replicas: int | None = None, seed: int | None = None,
              burn_in: int = 0, policy: str = "random", initial: SimulationResult | ChainState | None = None,
-             chunk: int | None = None, progress: bool | None = None, kernel: str = "auto") -> SimulationResult:
+             chunk: int | None = None, progress: bool | None = None, kernel: str = "auto",
+             routing_exponent: float | None = None) -> SimulationResult:
     """Simulate ``replicas`` independent copies of the heterogeneous M/M/n for ``steps`` steps each.
 
     The model (docs/models.md, "Heterogeneous servers"): Poisson(lam) arrivals, server j serves
@@ -686,14 +694,28 @@ def simulate(lam: float, mus: ArrayLike, *, steps: int, replicas: int | None = N
     "array" or "auto" (bits where it applies); all give identical results. Parameters outside
     the resolvable range (see the module docstring), runs beyond a year of compute and arrays
     beyond the available memory raise ValueError before anything is compiled.
+
+    ``policy="mu_power"`` with ``routing_exponent`` gamma: a near wrong model, an arrival picks
+    idle server j with probability mu_j^gamma / (sum over idle i of mu_i^gamma) (gamma = 0 is
+    uniform routing in law, not in streams); array kernel only (docs/models.md#near-wrong-models).
     """
     lam_f, m = check_rates(lam, mus)
     n = m.size
     _check_resolvable(lam_f, m)
     steps = _validate.integer("steps", steps, low=1)
     burn_in = _validate.integer("burn_in", burn_in, low=0)
-    policy = _validate.choice("policy", policy, POLICIES)
+    policy = _validate.choice("policy", policy, POLICIES + ("mu_power",))
     kernel = _validate.choice("kernel", kernel, ("auto", "bits", "array"))
+    weights = None
+    if policy == "mu_power":
+        gamma = _validate.real("routing_exponent", routing_exponent, low=-8.0, high=8.0, low_open=False,
+                               high_open=False)
+        if kernel == "bits":
+            raise ValueError("policy 'mu_power' runs on the array kernel only; got kernel='bits'")
+        kernel = "array"
+        weights = np.power(m, gamma)
+    elif routing_exponent is not None:
+        raise ValueError(f"routing_exponent is for policy 'mu_power' only; got policy={policy!r}")
     bits_max = _FIFO_MAX_N if policy == "longest_idle" else _BITS_MAX_N
     if kernel == "bits" and n > bits_max:
         raise ValueError(f"kernel='bits' needs n <= {bits_max} servers for policy {policy!r}; got {n}")
@@ -740,7 +762,8 @@ def simulate(lam: float, mus: ArrayLike, *, steps: int, replicas: int | None = N
         if use_bits:
             run = partial(_bits_chunk, cuts=cuts_d, rule=_RULE[policy], n=n)
         else:
-            run = partial(_array_chunk, cuts=cuts_d, rule=_RULE[policy])
+            wd = None if weights is None else jnp.asarray(weights[perm], jnp.float64)
+            run = partial(_array_chunk, cuts=cuts_d, rule=_RULE[policy], weights=wd)
         chain, totals = _drive(lambda c, t, s, r: run(c, t, nsteps=s, record=r), chain, totals,
                                burn_in=burn_in, steps=steps, chunk=chunk, replicas=replicas, progress=progress)
         tot_busy, tot_done, tot_q, tot_arr, tot_wait = (_sharding.gather(t)[..., :replicas] for t in totals)

@@ -124,6 +124,23 @@ class Events(NamedTuple):
     arrival: Any
     x: Any
     log_u: Any = None
+    v: Any = None  # a second uniform of an arrival (w_event / A), drawn only for the tie variant
+
+
+class EventMap(NamedTuple):
+    """Which event map the kernel runs (static): ``kind`` "model" is the chain of the model; the
+    others are the near wrong models of :mod:`qlib.supermarket.variants`, each one swap of a
+    piece of the event map below (``value``: eta of "eta_greedy", the d offset of "d_offset")."""
+
+    kind: str = "model"
+    value: float = 0.0
+
+
+MODEL = EventMap()
+EVENT_KINDS = ("model", "d_offset", "other_sampling", "arrival_off_by_one", "departure_off_by_one",
+               "tie_longer", "eta_greedy")
+#: kinds whose map is written for the with-replacement threshold only
+WITH_REPLACEMENT_ONLY = ("arrival_off_by_one", "tie_longer", "eta_greedy")
 
 
 def simulated_lam(threshold: int) -> tuple[Fraction, Fraction]:
@@ -236,15 +253,35 @@ def departure_rank(w, n):
     return (((w >> 32) * n + (((w & jnp.uint64(_M32)) * n) >> 32)) >> 32).astype(jnp.int64)
 
 
-def _events(w_event, w_value, p: LaneParams, replacement: bool) -> Events:
-    """Events from the two words of a step (any leading shape, lanes last; params broadcast)."""
+def _events(w_event, w_value, p: LaneParams, replacement: bool, variant: EventMap = MODEL) -> Events:
+    """Events from the two words of a step (any leading shape, lanes last; params broadcast).
+
+    ``variant`` swaps one piece of the map (docs/models.md#near-wrong-models): the departure
+    rank r + 1 ("departure_off_by_one"); the join threshold x - 1 for x >= 1, i.e. u_i >= x in
+    place of u_i > x ("arrival_off_by_one"); with probability eta the threshold of one uniform
+    queue, x = r ("eta_greedy": the event word below floor(eta A) marks the arrival, a
+    uniform independent of U); "d_offset" and "other_sampling" come in through ``p`` and
+    ``replacement`` (see :func:`_local_advance`); "tie_longer" draws v = w_event / A here and acts
+    in :func:`_fast_step`. The model's map ("model") is the code path of the plain step.
+    """
     arrival = w_event < p.arrival
     rank = departure_rank(w_value, p.n)
+    if variant.kind == "departure_off_by_one":
+        rank = rank + 1  # rank n touches no queue: the longest queue's rank 0 is never drawn
     log_u = uniform_log(w_value)
+    v = None
+    if variant.kind == "tie_longer":
+        v = (w_event.astype(jnp.float64) + 0.5) / p.arrival.astype(jnp.float64)
     if replacement:
-        x = jnp.where(arrival, join_threshold(log_u, p.n, p.d), rank)
-        return Events(arrival, x.astype(jnp.uint32))
-    return Events(arrival, rank.astype(jnp.uint32), log_u)
+        x = join_threshold(log_u, p.n, p.d)
+        if variant.kind == "arrival_off_by_one":
+            x = x - (x > 0)
+        elif variant.kind == "eta_greedy":
+            uniform_pick = w_event < (p.arrival.astype(jnp.float64) * variant.value).astype(jnp.uint64)
+            x = jnp.where(uniform_pick, departure_rank(w_value, p.n), x)
+        x = jnp.where(arrival, x, rank)
+        return Events(arrival, x.astype(jnp.uint32), None, v)
+    return Events(arrival, rank.astype(jnp.uint32), log_u, v)
 
 
 def draw(rng, p: LaneParams, replacement: bool) -> tuple[Any, Events]:
@@ -254,7 +291,8 @@ def draw(rng, p: LaneParams, replacement: bool) -> tuple[Any, Events]:
     return rng, _events(w1, w2, p, replacement)
 
 
-def draw_block(rng, p: LaneParams, steps: int, replacement: bool, active=None) -> Events:
+def draw_block(rng, p: LaneParams, steps: int, replacement: bool, active=None,
+               variant: EventMap = MODEL) -> Events:
     """The events of the next ``steps`` steps of every lane at once: shape (steps, lanes).
 
     Identical, row by row, to ``steps`` calls of :func:`draw`; computed vectorised over
@@ -262,7 +300,7 @@ def draw_block(rng, p: LaneParams, steps: int, replacement: bool, active=None) -
     """
     w = _rng.block_words(rng, 2 * steps)
     w = w.reshape((steps, 2) + w.shape[1:])
-    ev = _events(w[:, 0], w[:, 1], p, replacement)
+    ev = _events(w[:, 0], w[:, 1], p, replacement, variant)
     if active is None:
         return ev
     x = jnp.where(active[None], ev.x, jnp.uint32(_NOOP))
@@ -319,7 +357,7 @@ def step(state: ChainState, p: LaneParams, replacement: bool) -> tuple[ChainStat
 
 # --------------------------------------------------------------------------- the fast step
 
-def _fast_step(u, ev: Events, p: LaneParams, replacement: bool):
+def _fast_step(u, ev: Events, p: LaneParams, replacement: bool, variant: EventMap = MODEL):
     """One step on a group of lanes: (new u, overflow flag (lanes,), level > 0 (chains, lanes)).
 
     With replacement the hits c_i = [u_i > x] are true exactly for i = 1..level (u is
@@ -332,6 +370,10 @@ def _fast_step(u, ev: Events, p: LaneParams, replacement: bool):
     :func:`apply`. Every form gives the numbers of the plain step (tested).
     """
     c = _hits(u, ev, p, replacement)
+    if variant.kind == "tie_longer":
+        lvl = _tie_longer(u, ev, p, jnp.sum(c, axis=1, dtype=jnp.int32))
+        top = jnp.any(ev.arrival[None] & (lvl >= u.shape[1] - 1), axis=0)
+        return apply(u, ev, lvl), top, lvl > 0
     top = jnp.any(ev.arrival[None] & c[:, -1], axis=0)
     if not replacement or u.shape[-1] >= 8:
         lvl = jnp.sum(c, axis=1, dtype=jnp.int32)
@@ -344,15 +386,83 @@ def _fast_step(u, ev: Events, p: LaneParams, replacement: bool):
     return u + jnp.concatenate([zero, w], axis=1), top, c[:, 0]
 
 
+def _at(u, idx):
+    """u[c, idx[c, lane], lane] as int64 (0 where idx is past the top), u (chains, L+1, lanes)."""
+    rows = jnp.arange(u.shape[1], dtype=jnp.int32)[None, :, None]
+    return jnp.sum(jnp.where(rows == idx[:, None], u.astype(jnp.int64), 0), axis=1)
+
+
+def _tie_longer(u, ev: Events, p: LaneParams, lvl):
+    """The "tie_longer" variant: an arrival whose shortest sampled length L is shared by two or
+    more of its d samples joins a queue of length L + 1 instead, when one exists.
+
+    With i.i.d. samples of tail s_i = u_i/n: P(min = L) = s_L^d - s_{L+1}^d and P(min = L, only
+    one sample at L) = d (s_L - s_{L+1}) s_{L+1}^(d-1); the tie is decided by the arrival's
+    second uniform v (independent of U). Departures are untouched.
+    """
+    nf = p.n.astype(jnp.float64)
+    sL = _at(u, lvl).astype(jnp.float64) / nf
+    sL1 = _at(u, lvl + 1).astype(jnp.float64) / nf
+    exists = _at(u, lvl + 1) > _at(u, lvl + 2)
+    pmin = jnp.power(sL, p.d) - jnp.power(sL1, p.d)
+    unique = p.d * (sL - sL1) * jnp.power(sL1, p.d - 1.0)
+    tie = ev.v[None] * pmin >= unique
+    move = ev.arrival[None] & tie & exists & (pmin > 0)
+    return lvl + move.astype(jnp.int32)
+
+
+#: The level-flow sums hold g(u_i) rounded to a multiple of 2^-FLOW_BITS per step: int64
+#: chunk sums are exact for 2^(63 - FLOW_BITS) steps (a chunk has at most 2^20), and the time
+#: average is off by at most 2^-(FLOW_BITS+1), i.e. n 2^-41 customers in lam n E[g(u_i)].
+FLOW_BITS = 40
+
+
+def _log_pos(x):
+    """log x for float64 x > 0 (frexp and the series of :func:`_log_reduced`; vectorises)."""
+    m, e = jnp.frexp(x)
+    return _log_reduced(m, e.astype(jnp.float64))
+
+
+def flow_g(u, p: LaneParams, replacement: bool):
+    """g(u) of the model (docs/models.md#notation), float64, for integer counts u (any shape,
+    lanes last): (u/n)^d with replacement, C(u, d)/C(n, d) without; g(0) = 0 and g(n) = 1 exactly.
+    ``p`` must have ``log_norm`` filled (:func:`_with_norm`)."""
+    uf = u.astype(jnp.float64)
+    nf = p.n.astype(jnp.float64)
+    full = u.astype(jnp.uint64) == p.n
+    if replacement:
+        lg = p.d * (_log_pos(jnp.maximum(uf, 1.0)) - _log_pos(nf))
+        g = jnp.where(u > 0, jnp.exp(lg), 0.0)
+    else:
+        lg = log_falling(jnp.maximum(uf, p.d), p.d) - p.log_norm
+        g = jnp.where(uf >= p.d, jnp.exp(lg), 0.0)
+    return jnp.where(full, 1.0, g)
+
+
+def flow_units(u, p: LaneParams, replacement: bool):
+    """round(g(u) 2^FLOW_BITS) as int64: what one step adds to a level-flow sum."""
+    return jnp.round(flow_g(u, p, replacement) * float(2**FLOW_BITS)).astype(jnp.int64)
+
+
 # Observers: what the kernel records along the way, per lane.
 #   "sums": time sums of u_i (int64) and 1[u_i > 0] (int32) of chain 0, shape (L+1, lanes);
+#   "flow": "sums" and the level-flow sums of round(g(u_i) 2^FLOW_BITS) (int64) of chain 0 under
+#   the model's g (its d and sampling rule, whatever the event map); the current units are
+#   carried per level and recomputed only at the level a step changes;
 #   "seen": [u_i > 0 at some step] over all chains, (L+1, lanes) bool (for the final level cap);
 #   "meet", "meet_unordered": the excess D (lanes,) int64 of chain 1 over chain 0 and the
 #   meeting step T (lanes,) int64 (-1 until met); met means D = 0, or all counts equal.
-OBSERVERS = ("sums", "seen", "meet", "meet_unordered")
+OBSERVERS = ("sums", "flow", "seen", "meet", "meet_unordered")
 
 
-def _observe(kind: str, obs, u, ev: Events, busy, t):
+def _observe(kind: str, obs, u, ev: Events, busy, t, u_prev=None, flow=None):
+    if kind == "flow":
+        su, sb, sf, q = obs
+        p, repl = flow
+        changed = u[0] != u_prev[0]  # (L+1, lanes): at most one level per lane
+        uc = jnp.sum(jnp.where(changed, u[0], jnp.zeros((), u.dtype)), axis=0)
+        q = jnp.where(changed, flow_units(uc, p, repl)[None], q)
+        return su + u[0].astype(jnp.int64), sb + (u[0] > 0).astype(jnp.int32), sf + q, q
     if kind == "sums":
         su, sb = obs
         return su + u[0].astype(jnp.int64), sb + (u[0] > 0).astype(jnp.int32)
@@ -375,7 +485,8 @@ def _lane_update(x, y, start):
 
 
 def _local_advance(state: ChainState, obs, p: LaneParams, active, t0, m, *, replacement: bool,
-                   observe: str, block: int, group: int, frames: int):
+                   observe: str, block: int, group: int, frames: int, variant: EventMap = MODEL,
+                   flow_replacement: bool = True):
     """Per device: advance every active lane ``frames`` x ``m`` steps (see :class:`ChainDriver`).
 
     Lanes are taken ``group`` at a time and each group runs all ``m`` steps before the next
@@ -385,7 +496,10 @@ def _local_advance(state: ChainState, obs, p: LaneParams, active, t0, m, *, repl
     observer a group stops as soon as all its lanes have met.
     """
     W = state.rng.shape[0]
-    p = _with_norm(p)
+    p_model = _with_norm(p)  # the model's g (level-flow sums)
+    # the event map's parameters: d + offset for the "d_offset" variant, else the model's
+    p = _with_norm(p._replace(d=p.d + variant.value)) if variant.kind == "d_offset" else p_model
+    flowing = observe == "flow"
     last = jnp.max(jnp.where(active, jnp.arange(W, dtype=jnp.int32), -1)) + 1
     n_groups = (last + group - 1) // group
     meeting = observe.startswith("meet")
@@ -396,24 +510,29 @@ def _local_advance(state: ChainState, obs, p: LaneParams, active, t0, m, *, repl
         s = j * group
         sl = lambda x: _lane_slice(x, s, group)  # noqa: E731
         pg, ag = jax.tree.map(sl, p), sl(active)
+        pm = jax.tree.map(sl, p_model)
 
         def run_block(b, c):
             """Steps t0 + b*block + 1, ... of this group: drawn at once, applied in turn."""
             rg, ug, og, obg = c
             k_len = jnp.minimum(block, m - b * block)
-            ev = draw_block(rg, pg, block, replacement, ag)
+            ev = draw_block(rg, pg, block, replacement, ag, variant)
             t_start = t0 + b * block
 
             def one(k, c):
                 ug, og, obg = c
                 evk = jax.tree.map(lambda x: x[k], ev)
-                ug, top, busy = _fast_step(ug, evk, pg, replacement)
-                return ug, og + top.astype(og.dtype), _observe(observe, obg, ug, evk, busy, t_start + k + 1)
+                u_new, top, busy = _fast_step(ug, evk, pg, replacement, variant)
+                return u_new, og + top.astype(og.dtype), _observe(observe, obg, u_new, evk, busy, t_start + k + 1, ug,
+                                                                  (pm, flow_replacement))
 
             ug, og, obg = jax.lax.fori_loop(0, k_len, one, (ug, og, obg))
             return jnp.where(ag, _rng.advance(rg, 2 * k_len), rg), ug, og, obg
 
-        c = (sl(rng), sl(u), sl(ovf), jax.tree.map(sl, obs))
+        obs_g = jax.tree.map(sl, obs)
+        if flowing:  # the current flow units of every level, carried through the group's steps
+            obs_g = tuple(obs_g) + (flow_units(sl(u)[0], pm, flow_replacement),)
+        c = (sl(rng), sl(u), sl(ovf), obs_g)
         if meeting:  # stop once every active lane of the group has met
             def cond(bc):
                 b, c = bc
@@ -423,6 +542,8 @@ def _local_advance(state: ChainState, obs, p: LaneParams, active, t0, m, *, repl
         else:
             c = jax.lax.fori_loop(0, nblocks, run_block, c)
         rg, ug, og, obg = c
+        if flowing:
+            obg = tuple(obg[:-1])
         obs = jax.tree.map(lambda x, y: _lane_update(x, y, s), obs, obg)
         return _lane_update(rng, rg, s), _lane_update(u, ug, s), _lane_update(ovf, og, s), obs
 
@@ -442,14 +563,15 @@ def _local_advance(state: ChainState, obs, p: LaneParams, active, t0, m, *, repl
 
 @functools.lru_cache(maxsize=None)
 def _advance_fn(devices: tuple, obs_ndims: tuple, replacement: bool, observe: str, block: int,
-                group: int, frames: int, with_log_u: bool):
+                group: int, frames: int, with_log_u: bool, variant: EventMap = MODEL,
+                flow_replacement: bool = True):
     """The jitted kernel for one static configuration: shard_map over the lanes, no communication."""
     spec = _sharding.lane_spec
     state_spec = ChainState(spec(1), spec(3), spec(1))
     obs_spec = tuple(spec(k) for k in obs_ndims)
     p_spec = LaneParams(spec(1), spec(1), spec(1), spec(1))
     fn = functools.partial(_local_advance, replacement=replacement, observe=observe, block=block,
-                           group=group, frames=frames)
+                           group=group, frames=frames, variant=variant, flow_replacement=flow_replacement)
     out_specs = (state_spec, obs_spec, spec(4) if frames else None)
     mapped = jax.shard_map(fn, mesh=_sharding.mesh(devices),
                            in_specs=(state_spec, obs_spec, p_spec, spec(1), spec(0), spec(0)),
@@ -467,7 +589,7 @@ def small_loop_bytes() -> int:
 
 # Bytes XLA's cost model charges per (count, lane) in one step of the sequential loop, by
 # observer (measured: the loop is hoisted into one kernel up to about this budget).
-_LOOP_BYTES = {"sums": 72, "seen": 40, "meet": 48, "meet_unordered": 56}
+_LOOP_BYTES = {"sums": 72, "flow": 96, "seen": 40, "meet": 48, "meet_unordered": 56}
 
 
 def group_width(lanes_per_device: int, levels: int, chains: int, observe: str, replacement: bool) -> int:
@@ -535,9 +657,14 @@ class ChainDriver:
 
     def __init__(self, u0: np.ndarray, rng0: np.ndarray, params: LaneParams, *, replacement: bool,
                  levels: int, progress: bool, total: int, desc: str, max_levels: int | None = None,
-                 bytes_per_level: float = 0.0, capacity: bool = False):
+                 bytes_per_level: float = 0.0, variant: EventMap = MODEL, capacity: bool = False):
         C, L0p1, lanes = u0.shape
-        self.lanes, self.chains, self.replacement = lanes, C, bool(replacement)
+        # ``replacement`` is the model's sampling rule (the level-flow sums use it); the event
+        # map samples the other way only for the "other_sampling" variant
+        self.variant = variant
+        self.flow_replacement = bool(replacement)
+        self.replacement = bool(replacement) ^ (variant.kind == "other_sampling")
+        self.lanes, self.chains = lanes, C
         self.levels = max(int(levels), L0p1 - 1)
         # the bounded model (docs/models.md#bounded-model): the cap is the capacity, never grows,
         # and an arrival at it is lost (counted in ChainState.overflow)
@@ -640,7 +767,8 @@ class ChainDriver:
         # most, so few compiles
         block = next((b for b in (16, 256) if m <= b < block), block)
         fn = _advance_fn(self.devices, tuple(np.ndim(o) for o in obs), self.replacement,
-                         observe, block, group, frames, not self.replacement)
+                         observe, block, group, frames, not self.replacement, self.variant,
+                         self.flow_replacement)
         with jax.enable_x64(True):
             return fn(self.state, obs, self.params, active, jnp.int64(t0), jnp.int64(m))
 
@@ -652,7 +780,8 @@ class ChainDriver:
         ``steps`` steps each, recording the counts after each frame).
 
         ``observe``: "sums" returns exact int64 time sums ``sum_u`` and ``sum_busy`` of chain 0,
-        shape (levels+1, lanes), over these steps; "seen" only tracks the levels reached;
+        shape (levels+1, lanes), over these steps; "flow" also ``sum_flow``, the exact sums of
+        round(g(u_i) 2^FLOW_BITS) (Python integers, object array); "seen" only tracks the levels reached;
         "meet"/"meet_unordered" update ``meet = (D, T)`` (physical lane order, device arrays)
         and stop once every active lane has met. ``active``: physical bool mask (see
         :meth:`mask`); inactive lanes do not move and their random state does not advance.
@@ -663,9 +792,11 @@ class ChainDriver:
         with jax.enable_x64(True):
             act = self._put(active)
         out: dict = {"frames": []}
-        if observe == "sums":
+        sums = observe in ("sums", "flow")
+        if sums:
             sum_u = np.zeros((self.levels + 1, self.width), np.int64)
             sum_busy = np.zeros((self.levels + 1, self.width), np.int64)
+            sum_flow = np.zeros((self.levels + 1, self.width), object) if observe == "flow" else None
         done = 0
         total = steps * max(frames, 1)
         while done < total:
@@ -680,9 +811,11 @@ class ChainDriver:
                 m, nf = min(total - done, self.chunk_steps(block_length(g, self.replacement))), 0
             while True:
                 with jax.enable_x64(True):
-                    if observe == "sums":
+                    if sums:
                         obs = (self._put(np.zeros((self.levels + 1, self.width), np.int64)),
                                self._put(np.zeros((self.levels + 1, self.width), np.int32)))
+                        if observe == "flow":
+                            obs += (self._put(np.zeros((self.levels + 1, self.width), np.int64)),)
                     elif observe == "seen":
                         obs = (self._put(np.zeros((self.levels + 1, self.width), bool)),)
                     else:
@@ -691,15 +824,19 @@ class ChainDriver:
                 if self.capacity or not _sharding.any_true(state.overflow):  # one global reduction:
                     break  # every process agrees
                 self._grow()  # an arrival would pass the cap: more levels, rerun the chunk
-                if observe == "sums":
+                if sums:
                     sum_u, sum_busy = pad_levels(sum_u, self.levels + 1), pad_levels(sum_busy, self.levels + 1)
+                    if sum_flow is not None:
+                        sum_flow = pad_levels(sum_flow, self.levels + 1)
                 out["frames"] = [pad_levels(f, self.levels + 1, axis=1) for f in out["frames"]]
             self.state = state
-            if observe == "sums":
-                su, sb = (_sharding.gather(a) for a in obs_out)
+            if sums:
+                su, sb = (_sharding.gather(a) for a in obs_out[:2])
                 sum_u += su
                 sum_busy += sb
                 self.seen |= sb > 0
+                if sum_flow is not None:
+                    sum_flow += _sharding.gather(obs_out[2]).astype(object)
             elif observe == "seen":
                 self.seen |= _sharding.gather(obs_out[0])
             else:
@@ -718,8 +855,10 @@ class ChainDriver:
                 self.bar.update(m)
                 if observe.startswith("meet") and not np.any(active & (met_at < 0)):
                     break
-        if observe == "sums":
+        if sums:
             out.update(sum_u=sum_u, sum_busy=sum_busy)
+            if sum_flow is not None:
+                out["sum_flow"] = sum_flow
         if meet is not None:
             out["meet"] = meet
         return out

@@ -67,6 +67,12 @@ class EquilibriumEstimate:
       ``seed``; ``batch_lag1``: lag-1 autocorrelation of the batch means at ``level`` (near 0
       when batches are independent); ``variance_factor``: Var with the control variate / Var
       without, at ``level`` (1 = no help).
+    - with ``flows=True``: ``flow_fraction[i]``, the stationary E[g(u_i)] (g the model's, see
+      :attr:`SupermarketResult.flow_fraction`), with ``flow_ci_low``, ``flow_ci_high``; and the
+      level-flow residual ``flow_residual[j-1]`` = E[u_j/n] - lam E[g(u_{j-1})] for j = 1..L+1,
+      estimated from the paired batch means (mean zero for JSQ(d): docs/models.md#level-flow),
+      with its standard error ``flow_residual_se`` and degrees of freedom ``flow_dof``;
+      None otherwise. ``variant``: the event map simulated ("model" or a near wrong model).
     """
 
     point: Point
@@ -94,6 +100,13 @@ class EquilibriumEstimate:
     seed: int
     batch_lag1: float
     variance_factor: float
+    flow_fraction: np.ndarray | None = None
+    flow_ci_low: np.ndarray | None = None
+    flow_ci_high: np.ndarray | None = None
+    flow_residual: np.ndarray | None = None
+    flow_residual_se: np.ndarray | None = None
+    flow_dof: int | None = None
+    variant: str = "model"
 
     n = property(lambda self: self.point.n, doc="number of queues")
     d = property(lambda self: self.point.d, doc="choices per arrival")
@@ -104,6 +117,15 @@ class EquilibriumEstimate:
     @property
     def levels(self) -> int:
         return self.tail_fraction.size - 1
+
+    def flow_residual_in_se(self) -> np.ndarray:
+        """flow_residual / flow_residual_se per level j = 1..L+1 (0 where both are 0: a level never
+        reached, where the identity holds trivially)."""
+        if self.flow_residual is None:
+            raise ValueError("the level-flow sums were not kept: estimate with flows=True")
+        r, se = self.flow_residual, self.flow_residual_se
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return np.where(se > 0, r / np.where(se > 0, se, 1.0), np.where(r == 0, 0.0, np.sign(r) * np.inf))
 
 
 def default_level(n: int | Point, d: int | None = None, lam: float | None = None) -> int:
@@ -163,9 +185,9 @@ def estimate_equilibrium(n: int | Point, d: int | None = None, lam: float | None
                          level: int | None = None, max_steps: int | None = None, seed: int = 0,
                          replacement: bool | None = None, replicas: int = 8, burn_in: str = "auto",
                          burn_taus: float = BURN_IN_TAUS, batch_taus: float = BATCH_TAUS, min_batches: int = 2,
-                         batches: int | None = None,
-                         progress: bool | None = None,
-                         one_minus_lam: float | None = None) -> EquilibriumEstimate:
+                         batches: int | None = None, progress: bool | None = None,
+                         one_minus_lam: float | None = None, flows: bool = False,
+                         variant=None, tau: float | None = None) -> EquilibriumEstimate:
     """Estimate the stationary E[u_i]/n and the law of the longest queue of the supermarket model.
 
     ``n`` queues, ``d`` choices, arrival rate ``lam`` per queue (or ``one_minus_lam``), sampling
@@ -177,14 +199,18 @@ def estimate_equilibrium(n: int | Point, d: int | None = None, lam: float | None
     default: :func:`default_level`) with at least ``min_batches`` batches per replica, or
     ``max_steps`` measured steps per replica (default: 200 batches) are spent; with ``batches``
     it runs exactly that many batches instead. The same
-    ``seed`` gives the same numbers. Returns an :class:`EquilibriumEstimate`.
+    ``seed`` gives the same numbers. ``flows=True`` also estimates the level-flow identity's
+    residual at every level (``flow_residual``, ``flow_residual_se``). ``variant``: estimate a near
+    wrong model (:mod:`qlib.supermarket.variants`) in place of JSQ(d), with the model's tau and,
+    since the monotone coupling certifies the model's burn-in only, ``burn_taus`` tau of burn-in.
+    Returns an :class:`EquilibriumEstimate`.
     """
     point = as_point(n, d, lam, one_minus_lam=one_minus_lam, replacement=replacement, simulation=True)
     return estimate_equilibrium_many([point], rel_error=rel_error, level=level,
                                      max_steps=max_steps, seeds=[seed], replacement=replacement,
                                      replicas=replicas, burn_in=burn_in, burn_taus=burn_taus,
                                      batch_taus=batch_taus, min_batches=min_batches, batches=batches,
-                                     progress=progress)[0]
+                                     progress=progress, flows=flows, variant=variant, tau=tau)[0]
 
 
 def estimate_equilibrium_many(points: Sequence[tuple[int, int, float] | Point], *, rel_error: float = 0.1,
@@ -195,7 +221,8 @@ def estimate_equilibrium_many(points: Sequence[tuple[int, int, float] | Point], 
                               batch_taus: float = BATCH_TAUS,
                               min_batches: int = 2, batches: int | None = None,
                               tau: float | Sequence[float] | None = None,
-                              progress: bool | None = None) -> list[EquilibriumEstimate]:
+                              progress: bool | None = None, flows: bool = False,
+                              variant=None) -> list[EquilibriumEstimate]:
     """:func:`estimate_equilibrium` at several (n, d, lam) points at once: each round runs every
     unconverged point as lanes of one kernel (:func:`qlib.supermarket.simulate_many`). Point p
     with seed ``seeds[p]`` (default p) gives exactly the numbers of the single-point call.
@@ -204,7 +231,8 @@ def estimate_equilibrium_many(points: Sequence[tuple[int, int, float] | Point], 
     certified one) in tau. ``tau``: the relaxation time(s) that size burn-in and batches (default: each point's own,
     :func:`qlib.supermarket.relaxation_time`); a deliberately wrong model is run with the right
     model's tau, so that it gets the same number of steps. ``points`` are (n, d, lam) or
-    :class:`~qlib.supermarket.point.Point`; they share one ``replacement`` (the points' own, or True)."""
+    :class:`~qlib.supermarket.point.Point`; they share one ``replacement`` (the points' own, or True).
+    ``flows``, ``variant``: as in :func:`estimate_equilibrium` (one variant for all points)."""
     if replacement is None:
         replacement = next((p.replacement for p in points if isinstance(p, Point)), True)
     points_ = [as_point(p, replacement=replacement, simulation=True) if isinstance(p, Point)
@@ -220,6 +248,8 @@ def estimate_equilibrium_many(points: Sequence[tuple[int, int, float] | Point], 
     batch_taus = V.real("batch_taus", batch_taus, low=0.0)
     burn_taus = V.real("burn_taus", burn_taus, low=0.0)
     V.choice("burn_in", burn_in, ("auto", "coupling", "tau"))
+    if variant is not None and variant != "model":
+        burn_in = "tau"  # the coupling's certificate is the model's, not the variant's
     seeds = list(range(P)) if seeds is None else [V.integer("seeds", s, low=0, high=2**63 - 1) for s in seeds]
     if len(seeds) != P:
         raise ValueError(f"seeds must hold one seed per point ({P}); got {len(seeds)}")
@@ -283,6 +313,7 @@ def estimate_equilibrium_many(points: Sequence[tuple[int, int, float] | Point], 
     # one call; m grows with what the CI still needs, so a long estimate costs few calls.
     results: list[SupermarketResult | None] = [None] * P
     tails: list[list[np.ndarray]] = [[] for _ in range(P)]  # per round: (replicas, m, L+1)
+    flowb: list[list[np.ndarray]] = [[] for _ in range(P)]  # per round: (replicas, m, L+1) of g(u_i)
     maxes: list[list[tuple[int, np.ndarray]]] = [[] for _ in range(P)]  # (steps, (replicas, L+1))
     nb = [0] * P
     want = [min_batches] * P  # batches to run in the next round
@@ -304,10 +335,12 @@ def estimate_equilibrium_many(points: Sequence[tuple[int, int, float] | Point], 
                                     seeds=[seeds[p] for p in grp], batches=m,
                                     burn_in=[burn[p] if results[p] is None else 0 for p in grp],
                                     initial=[results[p] if results[p] is not None else "empty" for p in grp],
-                                    replacement=replacement, progress=False)
+                                    replacement=replacement, progress=False, flows=flows, variant=variant)
                 for p, r in zip(grp, out):
                     results[p] = r
                     tails[p].append(r.batch_tail_fraction)
+                    if flows:
+                        flowb[p].append(r.batch_flow_fraction)
                     maxes[p].append((r.steps, r.max_length_distribution))
                     nb[p] += m
             for p in todo:
@@ -336,6 +369,8 @@ def estimate_equilibrium_many(points: Sequence[tuple[int, int, float] | Point], 
         mean, half, factor, mmean, mhalf, lag1, pmean, phalf = est[p]
         lv = min(levels[p], mean.size - 1)
         rel = float(half[lv] / mean[lv]) if mean[lv] > 0 else float("inf")
+        fl = _flow_summary(tails[p], flowb[p], lam) if flows else {}
+        vname = results[p].variant if results[p] is not None else "model"
         out_est.append(EquilibriumEstimate(
             point=points_[p], tail_fraction=mean, ci_low=mean - half,
             ci_high=mean + half, queue_length_distribution=pmean, length_ci_low=pmean - phalf,
@@ -344,8 +379,28 @@ def estimate_equilibrium_many(points: Sequence[tuple[int, int, float] | Point], 
             relative_halfwidth=rel, converged=bool(rel <= rel_error), relaxation_time=tau[p],
             relaxation_times=nb[p] * batch[p] / per_tau[p], burn_in=burn[p], burn_in_method=method[p],
             steps=nb[p] * batch[p], batch_steps=batch[p], batches=nb[p], replicas=replicas, seed=seeds[p],
-            batch_lag1=lag1, variance_factor=float(factor[lv])))
+            batch_lag1=lag1, variance_factor=float(factor[lv]), variant=vname, **fl))
     return out_est
+
+
+def _flow_summary(tails: list[np.ndarray], flows: list[np.ndarray], lam: float) -> dict:
+    """E[g(u_i)] and the level-flow residual Z_j = u_j/n - lam g(u_{j-1}) from the paired batch
+    means of every round (replicas, m, L+1), pooled over replicas and batches (Student t)."""
+    L1 = max(max(t.shape[2] for t in tails), max(f.shape[2] for f in flows)) + 1
+    T = np.concatenate([_pad(t, L1) for t in tails], axis=1).reshape(-1, L1)
+    F = np.concatenate([_pad(f, L1) for f in flows], axis=1).reshape(-1, L1)
+    B = T.shape[0]
+    Z = T[:, 1:] - lam * F[:, :-1]  # level j = 1..L1-1 at index j-1
+    fmean = F.mean(axis=0)[:-1]
+    zmean = Z.mean(axis=0)
+    if B > 1:
+        q = stats.t_quantile(B - 1)
+        fse = F.std(axis=0, ddof=1)[:-1] / math.sqrt(B)
+        zse = Z.std(axis=0, ddof=1) / math.sqrt(B)
+    else:
+        q, fse, zse = np.inf, np.full_like(fmean, np.inf), np.full_like(zmean, np.inf)
+    return dict(flow_fraction=fmean, flow_ci_low=fmean - q * fse, flow_ci_high=fmean + q * fse,
+                flow_residual=zmean, flow_residual_se=zse, flow_dof=B - 1)
 
 
 def _summarise(tails: list[np.ndarray], maxes: list[tuple[int, np.ndarray]], lam: float, level: int):

@@ -172,6 +172,15 @@ class SupermarketResult:
       ``batches`` equal batches.
     - ``trajectory[r, t, i]`` (R, steps // record_every, L+1): u_i after every
       ``record_every`` steps (only if asked for).
+    - ``flow_fraction[r, i]`` (R, L+1), with ``flows=True`` only: time average of g(u_i), the
+      probability that all d sampled queues have length >= i under the *model's* d and sampling
+      rule ((u_i/n)^d, or C(u_i, d)/C(n, d) without replacement), over the same steps as
+      ``tail_fraction``; lam ``flow_fraction[:, j-1]`` is the rate per queue at which arrivals
+      enter level j, so in equilibrium E[u_j/n] = lam E[g(u_{j-1})] (docs/models.md#level-flow).
+      Exact time sums of g rounded to 2^-40 per step (chain.FLOW_BITS), so bit-identical however
+      the run is batched or sharded. ``batch_flow_fraction`` (R, batches, L+1) per batch.
+    - ``variant``: the event map simulated, "model" or a near wrong model of
+      :mod:`qlib.supermarket.variants` (its name, e.g. "eta_greedy(0.01)").
     """
 
     point: Point  # the parameters simulated (1 - lam as given, when given as one_minus_lam)
@@ -186,6 +195,9 @@ class SupermarketResult:
     state: np.ndarray
     trajectory: np.ndarray | None = None
     record_every: int | None = None
+    flow_fraction: np.ndarray | None = None
+    batch_flow_fraction: np.ndarray | None = None
+    variant: str = "model"
 
     n = property(lambda self: self.point.n, doc="number of queues")
     d = property(lambda self: self.point.d, doc="choices per arrival")
@@ -221,6 +233,22 @@ class SupermarketResult:
             return stats.replica_mean(self.tail_fraction)
         if self.batch_tail_fraction.shape[1] >= 2:
             return stats.replica_mean(self.batch_tail_fraction[0])
+        raise ValueError("an error bar needs replicas >= 2 or batches >= 2")
+
+    def level_flow_residual(self):
+        """The paired residual of the level-flow identity, Z_j = u_j/n - lam g(u_{j-1}) time-averaged,
+        for j = 1..L+1 (index j - 1), as an :class:`qlib.stats.Estimate` over replicas (or batch
+        means of one replica). Mean zero in equilibrium for JSQ(d) with the model's sampling rule
+        (docs/models.md#level-flow); needs ``flows=True``."""
+        from qlib import stats
+
+        if self.flow_fraction is None:
+            raise ValueError("the level-flow sums were not kept: simulate with flows=True")
+        z = lambda t, f: np.concatenate([t[..., 1:], np.zeros(t.shape[:-1] + (1,))], axis=-1) - self.lam * f  # noqa: E731
+        if self.replicas >= 2:
+            return stats.replica_mean(z(self.tail_fraction, self.flow_fraction))
+        if self.batch_flow_fraction.shape[1] >= 2:
+            return stats.replica_mean(z(self.batch_tail_fraction[0], self.batch_flow_fraction[0]))
         raise ValueError("an error bar needs replicas >= 2 or batches >= 2")
 
 
@@ -315,7 +343,8 @@ def _is_per_point_initial(initial: Any, P: int) -> bool:
 def simulate(n: int | Point, d: int | None = None, lam: float | None = None, *, one_minus_lam: float | None = None,
              steps: int, replicas: int = 1, seed: int | None = None, burn_in: int = 0, initial: Any = "empty",
              replacement: bool | None = None, batches: int = 1, record_every: int | None = None,
-             levels: int | None = None, progress: bool | None = None) -> SupermarketResult:
+             levels: int | None = None, progress: bool | None = None, flows: bool = False,
+             variant: Any = None) -> SupermarketResult:
     """Simulate ``replicas`` independent copies of the supermarket model's count chain.
 
     Parameters (paper notation), or one :class:`~qlib.supermarket.point.Point` in place of
@@ -337,10 +366,18 @@ def simulate(n: int | Point, d: int | None = None, lam: float | None = None, *, 
     needs is estimated before it starts and at every growth, and runs longer than a year are
     refused (ValueError naming the parameter).
 
+    ``flows=True`` also keeps the level-flow time sums (``flow_fraction``; measured 1.7x the
+    CPU time per step at 64 replicas, n = 1000, d = 10; off by default, which costs nothing). ``variant``: simulate a near wrong model in place of JSQ(d) (a name or
+    (name, parameter) of :data:`qlib.supermarket.variants.VARIANTS`, e.g. "jsq_d_minus_1" or
+    ("eta_greedy", 0.01)); default None, the model. The random streams are the model's: a
+    variant uses the same two words per step.
+
     Returns a :class:`SupermarketResult`. The same ``seed`` gives identical arrays, and replica
     r's numbers do not depend on ``replicas`` or the number of devices.
     """
     point = as_point(n, d, lam, one_minus_lam=one_minus_lam, replacement=replacement, simulation=True)
+    emap, vname = _variant(variant, point.d, point.replacement)
+    flows = _flag("flows", flows)
     steps = V.integer("steps", steps, low=1)
     replicas = V.integer("replicas", replicas, low=1)
     if seed is not None:
@@ -352,14 +389,14 @@ def simulate(n: int | Point, d: int | None = None, lam: float | None = None, *, 
     V.work("steps", float(burn_in + steps) * replicas)
     pt = _plan("", point, steps=steps, burn_in=burn_in, seed=seed, initial=initial, replicas=replicas,
                levels=levels)
-    return _run([pt], replicas, point.replacement, batches, record_every, progress)[0]
+    return _run([pt], replicas, point.replacement, batches, record_every, progress, flows, emap, vname)[0]
 
 
 def simulate_many(points: Sequence[tuple | Point], *, steps: int | Sequence[int], replicas: int = 1,
                   seeds: Sequence[int] | None = None, burn_in: int | Sequence[int] = 0, initial: Any = "empty",
                   replacement: bool | None = None, batches: int = 1, record_every: int | None = None,
                   levels: int | None = None, one_minus_lam: float | Sequence[float] | None = None,
-                  progress: bool | None = None) -> list[SupermarketResult]:
+                  progress: bool | None = None, flows: bool = False, variant: Any = None) -> list[SupermarketResult]:
     """Simulate many parameter points at once: result p is bit-identical to
     ``simulate(*points[p], steps=steps[p], burn_in=burn_in[p], replicas=replicas, seed=seeds[p], ...)``.
 
@@ -396,7 +433,9 @@ def simulate_many(points: Sequence[tuple | Point], *, steps: int | Sequence[int]
         except ValueError as err:
             raise ValueError(f"points[{j}]: {err}") from None
     replacement = checked[0].replacement
-    stoml_l = _per_point("steps", steps, P, lambda nm, v: V.integer(nm, v, low=1))
+    emap, vname = _variant(variant, min(c.d for c in checked), replacement)
+    flows = _flag("flows", flows)
+    steps_l = _per_point("steps", steps, P, lambda nm, v: V.integer(nm, v, low=1))
     burn_l = _per_point("burn_in", burn_in, P, lambda nm, v: V.integer(nm, v, low=0))
     replicas = V.integer("replicas", replicas, low=1)
     if seeds is None:
@@ -405,17 +444,32 @@ def simulate_many(points: Sequence[tuple | Point], *, steps: int | Sequence[int]
         if not isinstance(seeds, (list, tuple, np.ndarray)) or (isinstance(seeds, np.ndarray) and seeds.ndim != 1) or len(seeds) != P:
             raise ValueError(f"seeds must be a sequence of one seed per point ({P}); got {seeds!r}")
         seeds_l = [V.integer(f"seeds[{j}]", s, low=0, high=2**63 - 1) for j, s in enumerate(seeds)]
-    batches = V.integer("batches", batches, low=1, high=min(stoml_l))
+    batches = V.integer("batches", batches, low=1, high=min(steps_l))
     if record_every is not None:
-        record_every = V.integer("record_every", record_every, low=1, high=min(stoml_l))
-    V.work("steps", float(sum(b + st for b, st in zip(burn_l, stoml_l))) * replicas)
+        record_every = V.integer("record_every", record_every, low=1, high=min(steps_l))
+    V.work("steps", float(sum(b + st for b, st in zip(burn_l, steps_l))) * replicas)
     inits = list(initial) if _is_per_point_initial(initial, P) else [initial] * P
     pts = []
-    for j, (point, st, bi, sd, ini) in enumerate(zip(checked, stoml_l, burn_l, seeds_l, inits)):
+    for j, (point, st, bi, sd, ini) in enumerate(zip(checked, steps_l, burn_l, seeds_l, inits)):
         sd = sd if not isinstance(ini, SupermarketResult) or seeds is not None else None
         pts.append(_plan(f"points[{j}]: ", point, steps=st, burn_in=bi, seed=sd, initial=ini, replicas=replicas,
                          levels=levels))
-    return _run(pts, replicas, replacement, batches, record_every, progress)
+    return _run(pts, replicas, replacement, batches, record_every, progress, flows, emap, vname)
+
+
+def _flag(name: str, value: Any) -> bool:
+    if not isinstance(value, (bool, np.bool_)):
+        raise ValueError(f"{name} must be True or False; got {value!r}")
+    return bool(value)
+
+
+def _variant(variant: Any, d: int, replacement: bool):
+    """(chain.EventMap, display name) of ``variant`` (None: the model)."""
+    if variant is None:
+        return K.MODEL, "model"
+    from qlib.supermarket.variants import event_map
+
+    return event_map(variant, d=d, replacement=replacement)
 
 
 # --------------------------------------------------------------------------- the run
@@ -440,7 +494,8 @@ def _bytes_per_level(lanes: int, batches: int, frames: int, big: bool) -> tuple[
 
 
 def _run(pts: list[_Plan], R: int, replacement: bool, batches: int, record_every: int | None,
-         progress: bool | None) -> list[SupermarketResult]:
+         progress: bool | None, flows: bool = False, variant: K.EventMap = K.MODEL,
+         variant_name: str = "model") -> list[SupermarketResult]:
     P = len(pts)
     # lanes: points sorted by run length (longest first), R replicas each
     order = sorted(range(P), key=lambda j: -pts[j].end)
@@ -484,26 +539,35 @@ def _run(pts: list[_Plan], R: int, replacement: bool, batches: int, record_every
 
     drv = K.ChainDriver(u0.astype(np.uint32), rng0, params, replacement=replacement, levels=L0,
                         progress=progress, total=end, desc="supermarket", max_levels=max(p.limit for p in pts),
-                        bytes_per_level=per_level)
+                        bytes_per_level=per_level, variant=variant)
     try:
         total_u = _exact_zeros((drv.levels + 1, lanes), big)
         total_busy = np.zeros((drv.levels + 1, lanes), np.int64)
         batch_sum: dict[int, list] = {j: [] for j in range(P)}
         last_batch = _exact_zeros((drv.levels + 1, lanes), big)
+        # level-flow sums: Python integers (chunk sums reach 2^60), exact whatever the chunking
+        total_flow = np.zeros((drv.levels + 1, lanes), object) if flows else None
+        flow_batch: dict[int, list] = {j: [] for j in range(P)}
+        last_flow = np.zeros((drv.levels + 1, lanes), object) if flows else None
         traj: dict[int, list] = {j: [] for j in range(P)}
         t = 0
         for cut in cuts:
             active = stop > t
             measuring = active & (burn <= t)
             if cut > t:
-                out = drv.run(cut - t, observe="sums" if measuring.any() else "seen", active=drv.mask(active))
+                obs_kind = ("flow" if flows else "sums") if measuring.any() else "seen"
+                out = drv.run(cut - t, observe=obs_kind, active=drv.mask(active))
                 if drv.levels + 1 > total_u.shape[0]:
                     w = drv.levels + 1
                     total_u, total_busy, last_batch = (K.pad_levels(a, w) for a in (total_u, total_busy, last_batch))
+                    if flows:
+                        total_flow, last_flow = K.pad_levels(total_flow, w), K.pad_levels(last_flow, w)
                 if measuring.any():
                     su, sb = drv.lanes_of(out["sum_u"]), drv.lanes_of(out["sum_busy"])
                     total_u[:, measuring] += su[:, measuring].astype(total_u.dtype)
                     total_busy[:, measuring] += sb[:, measuring]
+                    if flows:
+                        total_flow[:, measuring] += drv.lanes_of(out["sum_flow"])[:, measuring]
                 t = cut
             u_now = None
             for j in range(P):
@@ -511,6 +575,9 @@ def _run(pts: list[_Plan], R: int, replacement: bool, batches: int, record_every
                 if t in batch_ends[j]:
                     batch_sum[j].append((total_u[:, sl] - last_batch[:, sl]).copy())
                     last_batch[:, sl] = total_u[:, sl]
+                    if flows:
+                        flow_batch[j].append((total_flow[:, sl] - last_flow[:, sl]).copy())
+                        last_flow[:, sl] = total_flow[:, sl]
                 if t in record_at[j]:
                     if u_now is None:
                         u_now = drv.counts()[0]
@@ -537,8 +604,19 @@ def _run(pts: list[_Plan], R: int, replacement: bool, batches: int, record_every
         bt = np.stack([fit(b).astype(np.float64).T for b in batch_sum[j]], axis=1) \
             / (lengths[None, :, None] * float(p.n))
         tr = np.stack([fit(f).T for f in traj[j]], axis=1).astype(np.int64) if traj[j] else None
+        flow = bflow = None
+        if flows:  # exact integer sums / (steps 2^FLOW_BITS), each rounded once to float64
+            unit = 2**K.FLOW_BITS
+            flow = _ratio(fit(total_flow[:, sl]).T, p.steps * unit)
+            bflow = np.stack([_ratio(fit(b).T, int(ln) * unit) for b, ln in zip(flow_batch[j], lengths)], axis=1)
         results.append(SupermarketResult(
             point=p.point, steps=p.steps, burn_in=p.burn_in, seed=p.seed, tail_fraction=tail, max_length=max_length, max_length_distribution=max_dist,
             counts=np.ascontiguousarray(fit(counts[:, sl]).T), batch_tail_fraction=bt,
-            state=state[sl].copy(), trajectory=tr, record_every=record_every))
+            state=state[sl].copy(), trajectory=tr, record_every=record_every, flow_fraction=flow,
+            batch_flow_fraction=bflow, variant=variant_name))
     return results
+
+
+def _ratio(a: np.ndarray, den: int) -> np.ndarray:
+    """Integer array (object or int) / a positive integer, each quotient correctly rounded to float64."""
+    return np.array([int(x) / den for x in np.asarray(a, dtype=object).ravel()], dtype=np.float64).reshape(a.shape)

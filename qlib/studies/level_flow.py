@@ -1,0 +1,258 @@
+"""Study: the level-flow identity at every claim point, and the near wrong models it rejects.
+
+In equilibrium, for every n and every level j >= 1 (docs/models.md#level-flow),
+
+    E[u_j] = lam n E[g(u_{j-1})],   g(u) = (u/n)^d (with replacement; C(u, d)/C(n, d) without),
+
+because the arrival flow into level j, lam n (g(u_{j-1}) - g(u_j)), balances the departure flow
+u_j - u_{j+1} level by level. It holds only for JSQ(d) with that sampling rule, so it is the
+sharpest test the simulator can pass: its rows check the simulated chain against the model at
+every level j = 1..k+1 of every point where a claim row of the supermarket studies simulates
+(:func:`claim_points`; :func:`run` takes any list of points as well).
+
+Each point is simulated with the level-flow sums of the kernel (``flows=True``) from the fluid
+fixed point, burnt in ``burn_taus`` relaxation times, then measured ``taus`` tau; the paired
+residual Z_j = u_j/n - lam g(u_{j-1}) (time averages) has its standard error over replicas. The
+row PASSes when |Z_j| <= ``threshold`` (5) SE at every level. The same criterion, computed the
+same way at the same point (the model's tau, fewer replicas), runs on every near wrong model of
+:mod:`qlib.supermarket.variants`: each is recorded as a near counterfactual with its largest
+|Z_j|/SE (``se_distance``), and FAILs the identity when that exceeds the threshold; where it does
+not, the row says the variant cannot be told apart there. eta-greedy runs at the smallest eta of
+``eta_ladder`` whose predicted residual (first order in eta, from the model's own run:
+lam eta E[u_{j-1}/n - g(u_{j-1})]) is ``eta_margin`` x the threshold in SE at some level.
+
+Every set of runs draws from its own named stream (:func:`qlib._rng.named_seed`).
+
+The study's shape (see :mod:`qlib.studies`): :data:`PARAMETERS`, :func:`run`, :func:`claim_rows`.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+import numpy as np
+
+from qlib._rng import named_seed
+from qlib.claims import ClaimRow, Counterfactual
+from qlib.config import scale
+from qlib.studies import check_mode
+from qlib.supermarket import predicted_max_length, relaxation_time, simulate_many
+from qlib.supermarket.simulation import SupermarketResult
+from qlib.supermarket.theory import steps_per_time
+from qlib.supermarket.variants import NEAR, name_of
+
+Point = tuple[int, int, float]
+
+#: Every parameter of the study, per mode. ``points``: which studies' claim points to take
+#: (:func:`claim_points`), at most ``max_points`` of them (None: all). Run lengths in tau of the
+#: point (full mode times --scale); the variants run ``variant_replicas`` replicas over
+#: ``variant_taus`` tau.
+PARAMETERS: dict[str, dict[str, Any]] = {
+    "smoke": dict(points=("max_length",), max_points=1, replicas=4, burn_taus=0.5, taus=1.0,
+                  variant_replicas=4, variant_taus=1.0, threshold=5.0, eta_ladder=(0.3, 0.1, 0.03, 0.01),
+                  eta_margin=2.0, max_steps=4_000_000),
+    "full": dict(points=("max_length", "mixing", "families"), max_points=None, replicas=8, burn_taus=2.0, taus=4.0,
+                 variant_replicas=4, variant_taus=1.0, threshold=5.0,
+                 eta_ladder=(0.3, 0.1, 0.03, 0.01, 0.003, 0.001, 3e-4, 1e-4), eta_margin=2.0,
+                 max_steps=60_000_000),
+}
+
+
+def claim_points(mode: str, studies: Sequence[str] = ("max_length", "mixing", "families")) -> list[tuple[str, Point]]:
+    """(label, (n, d, lam)) of every point where a claim row of the supermarket studies simulates,
+    read from their PARAMETERS[mode] (each point once, in study order). The families study is
+    taken when it exists."""
+    mode = check_mode(mode)
+    out: list[tuple[str, Point]] = []
+
+    def add(label: str, p) -> None:
+        p = (int(p[0]), int(p[1]), float(p[2]))
+        if all(abs(q[2] - p[2]) > 1e-15 or q[:2] != p[:2] for _, q in out):
+            out.append((label, p))
+
+    if "max_length" in studies:
+        from qlib.studies import max_length as ml
+
+        P = ml.PARAMETERS[mode]
+        for p in P["max"]["points"]:
+            add("max_length: maximum", p)
+        add("max_length: profile", P["profile"]["point"])
+        sw = P["sweep"]
+        for n, e in zip(sw["ns"], sw["one_minus_lam"]):
+            add("max_length: sweep", (n, sw["d"], 1.0 - e))
+        bd = P["boundary"]
+        for e in bd["one_minus_lam"]:
+            add("max_length: boundary", (bd["n"], bd["d"], 1.0 - e))
+        fn = P["finite_n"]
+        for n in fn["ns"]:
+            add("max_length: finite n", (n, fn["d"], fn["lam"]))
+        fm = P["family"]
+        for n in fm["ns"]:
+            add("max_length: family", ml.family_point(n, fm["alpha"], fm["beta"]))
+        fe = P["from_empty"]
+        add("max_length: from empty", (fe["n"], fe["d"], fe["lam"]))
+    if "mixing" in studies:
+        from qlib.studies import mixing as mx
+
+        P = mx.PARAMETERS[mode]
+        fam = P["family"]
+        ns = list(fam["ns"]) + list(P["lower"]["ns"]) + [P["tail"]["n"]] + list(P["good_set"]["ns"])
+        for n in ns:
+            add("mixing: family", mx.family_point(n, fam["alpha"], fam["beta"]))
+        ds = P["d_sweep"]
+        for d in ds["ds"]:
+            add("mixing: d sweep", (ds["n"], d, 1.0 - ds["one_minus_lam"]))
+    if "families" in studies:
+        try:
+            from qlib.studies import families as fs
+        except ImportError:
+            fs = None
+        if fs is not None and "families" in getattr(fs, "PARAMETERS", {}).get(mode, {}):
+            for name, f in fs.PARAMETERS[mode]["families"].items():
+                for n in f["ns"]:
+                    d = max(2, int(math.floor(n ** f["beta"] + 1e-9)))
+                    add(f"families: {name}", (int(n), d, 1.0 - n ** (-f["alpha"])))
+    return out
+
+
+@dataclass(frozen=True)
+class LevelFlowResult:
+    """``points`` (label, (n, d, lam)); ``levels[p]`` = k + 1 of point p (the identity is checked
+    at j = 1..k+1); ``tau[p]``; ``model[p]`` the JSQ(d) :class:`SupermarketResult` (flows kept);
+    ``variants[name][p]`` the same for each near wrong model (None where it does not apply);
+    ``eta[p]`` the eta of the eta-greedy run at point p."""
+
+    mode: str
+    parameters: dict
+    points: list
+    levels: list
+    tau: list
+    model: list
+    variants: dict
+    eta: list
+
+    def z(self, res: SupermarketResult, p: int) -> np.ndarray:
+        """Z_j / SE at j = 1..levels[p] (0 where both are 0; +-inf where only the SE is 0)."""
+        est = res.level_flow_residual()
+        L = self.levels[p]
+        m = np.zeros(L)
+        s = np.zeros(L)
+        k = min(L, est.mean.size)
+        m[:k], s[:k] = est.mean[:k], est.stderr[:k]
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return np.where(s > 0, m / np.where(s > 0, s, 1.0), np.where(m == 0, 0.0, np.sign(m) * np.inf))
+
+
+def _runs(points: list[Point], taus: list[float], *, replicas: int, burn_taus: float, meas_taus: float,
+          max_steps: int, variant, name: str) -> list[SupermarketResult]:
+    per = [steps_per_time(n, lam) * t for (n, _, lam), t in zip(points, taus)]
+    steps = [max(1000, min(max_steps, int(math.ceil(meas_taus * s)))) for s in per]
+    burn = [min(max_steps, int(math.ceil(burn_taus * s))) for s in per]
+    seeds = [named_seed("level_flow", name, *p) for p in points]
+    return simulate_many(points, steps=steps, burn_in=burn, replicas=replicas, seeds=seeds, initial="fluid",
+                         flows=True, variant=variant, progress=False)
+
+
+def _eta_for(res: SupermarketResult, L: int, threshold: float, margin: float, ladder) -> float:
+    """The smallest eta of ``ladder`` whose first-order residual lam eta E[u_{j-1}/n - g(u_{j-1})]
+    reaches margin x threshold SE at some level j <= L (the largest eta if none)."""
+    est = res.level_flow_residual()
+    t, f = res.tail_fraction.mean(0), res.flow_fraction.mean(0)
+    k = min(L, est.stderr.size, t.size)
+    gap = res.lam * (t[:k] - f[:k])  # per unit eta, level j = 1..k at index j-1
+    se = est.stderr[:k]
+    for eta in sorted(ladder):
+        if np.any(eta * gap >= margin * threshold * np.where(se > 0, se, np.inf)):
+            return float(eta)
+    return float(max(ladder))
+
+
+def run(mode: str = "full", *, points: Sequence[Point] | None = None, progress: bool = True) -> LevelFlowResult:
+    """Simulate every point (default: :func:`claim_points` of ``mode``) under JSQ(d) and every near
+    wrong model, with the level-flow sums. ``points``: any list of (n, d, lam) instead."""
+    mode = check_mode(mode)
+    P = PARAMETERS[mode]
+    k_scale = scale() if mode == "full" else 1.0
+    if points is None:
+        labelled = claim_points(mode, P["points"])
+        if P["max_points"] is not None:
+            labelled = labelled[: P["max_points"]]
+    else:
+        labelled = [("given", (int(p[0]), int(p[1]), float(p[2]))) for p in points]
+    pts = [p for _, p in labelled]
+    levels = [int(predicted_max_length(d, lam)) + 1 for _, d, lam in pts]
+    tau = [relaxation_time(d, lam) for _, d, lam in pts]
+    cap = int(P["max_steps"] * k_scale)
+    model = _runs(pts, tau, replicas=P["replicas"], burn_taus=P["burn_taus"], meas_taus=P["taus"] * k_scale,
+                  max_steps=cap, variant=None, name="model")
+    eta = [_eta_for(r, L, P["threshold"], P["eta_margin"], P["eta_ladder"]) for r, L in zip(model, levels)]
+    variants: dict[str, list] = {}
+    vkw = dict(replicas=P["variant_replicas"], burn_taus=P["burn_taus"], meas_taus=P["variant_taus"] * k_scale,
+               max_steps=cap)
+    for v in NEAR:
+        if v == "eta_greedy":
+            out: list = [None] * len(pts)
+            for e in sorted(set(eta)):
+                idx = [i for i, x in enumerate(eta) if x == e]
+                got = _runs([pts[i] for i in idx], [tau[i] for i in idx], variant=("eta_greedy", e),
+                            name=f"eta_greedy({e:g})", **vkw)
+                for i, r in zip(idx, got):
+                    out[i] = r
+            variants[v] = out
+        else:
+            variants[v] = _runs(pts, tau, variant=v, name=v, **vkw)
+    return LevelFlowResult(mode=mode, parameters=P, points=labelled, levels=levels, tau=tau, model=model,
+                           variants=variants, eta=eta)
+
+
+def _fmt(z: np.ndarray) -> str:
+    return ", ".join(f"{x:+.1f}" for x in z)
+
+
+def claim_rows(result: LevelFlowResult) -> list[ClaimRow]:
+    """One identity row per point: JSQ(d) within ``threshold`` SE at every level j = 1..k+1; the
+    near wrong models as near counterfactuals (their largest |Z_j|/SE, FAIL beyond the threshold)."""
+    P = result.parameters
+    thr = P["threshold"]
+    rows = []
+    for p, (label, (n, d, lam)) in enumerate(result.points):
+        m = result.model[p]
+        z = result.z(m, p)
+        L = result.levels[p]
+        passed = bool(np.all(np.abs(z) <= thr))
+        cfs, texts = [], []
+        for v in NEAR:
+            r = result.variants[v][p]
+            if r is None:
+                continue
+            zv = result.z(r, p)
+            worst = float(np.max(np.abs(zv)))
+            j = int(np.argmax(np.abs(zv))) + 1
+            fails = worst > thr
+            vname = name_of(("eta_greedy", result.eta[p])) if v == "eta_greedy" else v
+            meas = f"|Z_j|/SE by level: {_fmt(zv)}; largest {worst:.1f} at j = {j}"
+            if not fails:
+                meas += " (cannot be told apart at this point)"
+            cfs.append(Counterfactual(model=vname, measured=meas, passed=not fails, value=worst, near=True,
+                                      se_distance=worst))
+            texts.append(f"{vname}: {worst:.1f} SE {'FAIL' if fails else 'not told apart'}")
+        rel = float(np.min([result.model[p].steps / (steps_per_time(n, lam) * result.tau[p])]))
+        rows.append(ClaimRow(
+            claim=f"level flow E[u_j] = lam n E[(u_(j-1)/n)^d], j = 1..{L} (JSQ(d) with the model's sampling rule)",
+            parameters=f"{label}: n = {n}, d = {d}, 1-lam = {1 - lam:.3g}; {m.replicas} replicas, from the fluid "
+                       f"point, burn-in {P['burn_taus']:g} tau, {rel:.1f} tau measured",
+            theory="residual 0 at every level",
+            measured=f"JSQ(d): Z_j/SE = {_fmt(z)}. Near wrong models (same criterion, {result.variants[NEAR[0]][p].replicas}"
+                     f" replicas): " + "; ".join(texts),
+            passed=passed, kind="identity", threshold=f"|Z_j| <= {thr:g} SE at every level",
+            criterion=f"paired residual Z_j = mean(u_j/n) - lam mean(g(u_(j-1))) within {thr:g} SE (over replicas) "
+                      "at every level; each near wrong model must exceed it at some level",
+            counterfactuals=tuple(cfs), taus=rel, start="fluid fixed point",
+            resolution="; ".join(t for t in texts if "not told apart" in t) or "every near wrong model FAILs",
+            reference="docs/models.md#level-flow, docs/models.md#near-wrong-models"))
+    return rows
+
+
+__all__ = ["PARAMETERS", "LevelFlowResult", "claim_points", "run", "claim_rows"]
