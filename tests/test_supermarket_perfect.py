@@ -132,3 +132,48 @@ def test_capacity_driver_loses_exactly_the_arrivals_at_a_full_queue():
             lost += np.asarray(st.overflow - before)
     assert np.array_equal(got_u, np.asarray(st.u).astype(np.int64))
     assert np.array_equal(got_lost, lost) and lost.sum() > 0
+
+
+def test_bounded_simulation_matches_the_exact_law_and_a_capacity_off_by_one_does_not():
+    """simulate(capacity=L) against exact_equilibrium(capacity=L) within 5 SE at every level and for
+    the loss probability; the same run at capacity L - 1 is off by far more than 5 SE."""
+    import qlib.supermarket as sm
+
+    n, d, lam, L = 4, 2, 0.9, 3
+    e = sm.exact_equilibrium(n, d, lam, capacity=L)
+    z = {}
+    for cap in (L, L - 1):
+        r = sm.simulate(n, d, lam, steps=200_000, burn_in=2_000, replicas=16, seed=1, capacity=cap)
+        assert r.capacity == cap and r.levels == cap and r.lost_arrivals.shape == (16,)
+        est = stats.replica_mean(r.tail_fraction)
+        zt = (est.mean[1:] - e.tail_fraction[1: cap + 1]) / est.stderr[1:]
+        loss = stats.replica_mean(r.loss_probability)
+        z[cap] = np.r_[zt, (loss.mean - e.loss_probability) / loss.stderr]
+    assert np.all(np.abs(z[L]) < 5), z[L]
+    assert np.max(np.abs(z[L - 1])) > 5, z[L - 1]
+    with pytest.raises(ValueError, match="longer than capacity"):
+        sm.simulate(n, d, lam, steps=10, initial=[3, 3, 3, 3], capacity=2)
+    with pytest.raises(ValueError, match="capacity"):
+        sm.simulate(n, d, lam, steps=10, capacity=0)
+
+
+def test_a_perfect_start_needs_no_burn_in_and_agrees_with_the_exact_law():
+    import qlib.supermarket as sm
+
+    n, d, lam, L = 4, 2, 0.9, 3
+    e = sm.exact_equilibrium(n, d, lam, capacity=L)
+    r = sm.estimate_equilibrium(n, d, lam, capacity=L, start="perfect", rel_error=0.02, replicas=8, seed=3)
+    assert r.burn_in == 0 and r.start == "perfect" and r.burn_in_method.startswith("perfect")
+    assert np.all((r.ci_low[1:] <= e.tail_fraction[1: L + 1]) | (np.abs(r.tail_fraction[1:] - e.tail_fraction[1: L + 1])
+                                                                 <= 2 * (r.ci_high[1:] - r.ci_low[1:])))
+    with pytest.raises(ValueError, match="start"):
+        sm.estimate_equilibrium(n, d, lam, start="fluid")
+
+
+def test_bounded_meeting_times_close_on_lost_arrivals_too():
+    import qlib.supermarket as sm
+
+    T = sm.meeting_times(4, 2, 0.9, replicas=64, seed=1, top_length=3, max_steps=10**6, capacity=3)
+    assert np.all(np.isfinite(T)) and np.all(T >= 4 * 3)  # the n L floor
+    with pytest.raises(ValueError, match="top_length must be <= capacity"):
+        sm.meeting_times(4, 2, 0.9, replicas=4, seed=1, top_length=5, max_steps=10, capacity=3)
