@@ -52,6 +52,7 @@ STUDIES: dict[str, str] = {
     "supermarket: mixing time": "qlib.studies.mixing",
     "heterogeneous servers": "qlib.studies.who_works_the_most",
     "supermarket: level flow": "qlib.studies.level_flow",
+    "supermarket: exact stationary samples": "qlib.studies.perfect",
 }
 
 KINDS = ("claim", "identity", "measurement")

@@ -128,3 +128,48 @@ def fit_power_law(x: Any, samples: Any, *, boot: int = 2000, seed: int = 0) -> P
     lo, hi = np.quantile(bs, [0.025, 0.975])
     return PowerFit(exponent=float(b), stderr=float(bs.std(ddof=1)), ci=(float(lo), float(hi)),
                     prefactor=float(math.exp(a)))
+
+
+@dataclass(frozen=True)
+class GTest:
+    """A likelihood-ratio (G) goodness-of-fit test: ``G`` = 2 sum O log(O/E) on ``dof`` degrees
+    of freedom, its chi-square ``p_value``, and ``cells`` (after pooling)."""
+
+    G: float
+    dof: int
+    p_value: float
+    cells: int
+
+
+def g_test(observed: Any, probabilities: Any, *, min_expected: float = 5.0) -> GTest:
+    """G-test of observed cell counts against exact cell probabilities.
+
+    Cells whose expected count is below ``min_expected`` are pooled into one (so the chi-square
+    approximation holds); ``probabilities`` must sum to 1 (to 1e-9).
+    """
+    O = np.asarray(observed, dtype=float)
+    p = np.asarray(probabilities, dtype=float)
+    if O.shape != p.shape or O.ndim != 1:
+        raise ValueError(f"observed and probabilities must be 1-D of one shape; got {O.shape} and {p.shape}")
+    if np.any(O < 0) or np.any(p < 0) or abs(p.sum() - 1.0) > 1e-9:
+        raise ValueError("observed must be >= 0 and probabilities a probability vector (sum 1)")
+    E = p * O.sum()
+    keep = E >= min_expected
+    o, e = O[keep], E[keep]
+    if np.any(~keep) and E[~keep].sum() > 0:
+        o, e = np.r_[o, O[~keep].sum()], np.r_[e, E[~keep].sum()]
+    m = o > 0
+    G = 2.0 * float(np.sum(o[m] * np.log(o[m] / e[m])))
+    dof = max(len(o) - 1, 1)
+    return GTest(G=G, dof=dof, p_value=float(_st.chi2.sf(G, dof)), cells=len(o))
+
+
+def wilson_interval(successes: Any, trials: int, level: float = 0.95) -> tuple[np.ndarray, np.ndarray]:
+    """Wilson score interval for binomial proportions (iid trials, e.g. exact samples)."""
+    k = np.asarray(successes, dtype=float)
+    n = float(V.integer("trials", trials, low=1))
+    z = float(_st.norm.ppf(0.5 + level / 2))
+    p = k / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * np.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    return np.clip(centre - half, 0.0, 1.0), np.clip(centre + half, 0.0, 1.0)

@@ -62,3 +62,30 @@ def test_fit_power_law_recovers_known_exponent():
     noisy = 3.0 * x[:, None] ** 1.25 * rng.gamma(25, 1 / 25, size=(4, 16))  # mean-1 noise, 20% sd
     f = stats.fit_power_law(x, noisy)
     assert f.ci[0] < 1.25 < f.ci[1] and f.ci[1] - f.ci[0] < 0.1
+
+
+def test_g_test_matches_scipy_and_pools_small_cells():
+    import scipy.stats
+
+    obs = np.array([30, 52, 18, 0, 0])
+    p = np.array([0.3, 0.5, 0.18, 0.015, 0.005])
+    g = stats.g_test(obs, p)
+    # the last two cells (expected 1.5 and 0.5) are pooled into one
+    want = scipy.stats.power_divergence([30, 52, 18, 0], 100 * np.array([0.3, 0.5, 0.18, 0.02]),
+                                        lambda_="log-likelihood")
+    assert g.cells == 4 and g.dof == 3
+    assert abs(g.G - want.statistic) < 1e-9 and abs(g.p_value - want.pvalue) < 1e-9
+    assert stats.g_test(np.array([25, 75]), np.array([0.25, 0.75])).G == 0.0
+    with pytest.raises(ValueError, match="probability vector"):
+        stats.g_test(np.array([1, 2]), np.array([0.5, 0.6]))
+
+
+def test_wilson_interval_covers_at_its_level():
+    rng = np.random.default_rng(0)
+    p, n = 0.07, 200
+    k = rng.binomial(n, p, size=4000)
+    lo, hi = stats.wilson_interval(k, n)
+    cover = np.mean((lo <= p) & (p <= hi))
+    assert 0.93 < cover < 0.97  # 95% nominal; 4000 trials give SE 0.0034
+    lo0, hi0 = stats.wilson_interval(0, 64)
+    assert lo0 == 0.0 and 0.04 < hi0 < 0.07  # about 3.8/64 for zero successes

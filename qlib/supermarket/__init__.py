@@ -18,7 +18,8 @@ Public API:
 - :func:`direct_simulation` — a plain queue-vector simulation, the reference for tests;
 - :func:`estimate_equilibrium` (and ``_many``) — equilibrium estimates with certified burn-in,
   batch means and a sequential stop; :func:`refined_mean_field`, :func:`relaxation_time`;
-- :func:`meeting_times` (and ``_many``), :func:`coupled_paths` — the monotone coupling.
+- :func:`meeting_times` (and ``_many``), :func:`coupled_paths` — the monotone coupling;
+- :func:`perfect_samples` — exact stationary samples of the bounded model (coupling from the past).
 """
 
 from qlib.supermarket.point import Point
@@ -64,3 +65,8 @@ from qlib.supermarket.equilibrium import (  # noqa: E402
 
 __all__ += ["RefinedMeanField", "refined_mean_field", "relaxation_time",
             "EquilibriumEstimate", "estimate_equilibrium", "estimate_equilibrium_many"]
+
+# Exact stationary samples of the bounded model (coupling from the past; notebook 04).
+from qlib.supermarket.perfect import PerfectSamples, capacity_for, perfect_samples  # noqa: E402
+
+__all__ += ["PerfectSamples", "perfect_samples", "capacity_for"]

@@ -103,7 +103,9 @@ class ChainState(NamedTuple):
 
     - ``rng`` (lanes,) uint64: the SplitMix64 state (s_0 + 2t GOLDEN after t steps);
     - ``u`` (chains, levels+1, lanes) uint32: the counts u_0..u_levels of each chain;
-    - ``overflow`` (lanes,) bool: an arrival would have joined a queue of length ``levels``.
+    - ``overflow`` (lanes,) int64: the steps at which an arrival would have joined a queue of
+      length ``levels`` (in some chain): the driver grows the cap and reruns the chunk, except
+      in the bounded model (``capacity``), where such an arrival is lost and this counts them.
     """
 
     rng: Any
@@ -349,7 +351,7 @@ def step(state: ChainState, p: LaneParams, replacement: bool) -> tuple[ChainStat
     rng, ev = draw(state.rng, p, replacement)
     lvl = level(state.u, ev, p, replacement)
     top = state.u.shape[1] - 1
-    overflow = state.overflow | jnp.any(ev.arrival[None] & (lvl == top), axis=0)
+    overflow = state.overflow + jnp.any(ev.arrival[None] & (lvl == top), axis=0).astype(state.overflow.dtype)
     return ChainState(rng, apply(state.u, ev, lvl), overflow), lvl
 
 
@@ -521,8 +523,8 @@ def _local_advance(state: ChainState, obs, p: LaneParams, active, t0, m, *, repl
                 ug, og, obg = c
                 evk = jax.tree.map(lambda x: x[k], ev)
                 u_new, top, busy = _fast_step(ug, evk, pg, replacement, variant)
-                return u_new, og | top, _observe(observe, obg, u_new, evk, busy, t_start + k + 1, ug,
-                                                 (pm, flow_replacement))
+                return u_new, og + top.astype(og.dtype), _observe(observe, obg, u_new, evk, busy, t_start + k + 1, ug,
+                                                                  (pm, flow_replacement))
 
             ug, og, obg = jax.lax.fori_loop(0, k_len, one, (ug, og, obg))
             return jnp.where(ag, _rng.advance(rg, 2 * k_len), rg), ug, og, obg
@@ -655,7 +657,7 @@ class ChainDriver:
 
     def __init__(self, u0: np.ndarray, rng0: np.ndarray, params: LaneParams, *, replacement: bool,
                  levels: int, progress: bool, total: int, desc: str, max_levels: int | None = None,
-                 bytes_per_level: float = 0.0, variant: EventMap = MODEL):
+                 bytes_per_level: float = 0.0, variant: EventMap = MODEL, capacity: bool = False):
         C, L0p1, lanes = u0.shape
         # ``replacement`` is the model's sampling rule (the level-flow sums use it); the event
         # map samples the other way only for the "other_sampling" variant
@@ -664,6 +666,11 @@ class ChainDriver:
         self.replacement = bool(replacement) ^ (variant.kind == "other_sampling")
         self.lanes, self.chains = lanes, C
         self.levels = max(int(levels), L0p1 - 1)
+        # the bounded model (docs/models.md#bounded-model): the cap is the capacity, never grows,
+        # and an arrival at it is lost (counted in ChainState.overflow)
+        self.capacity = bool(capacity)
+        if self.capacity:
+            max_levels = self.levels
         # the level cap grows up to max_levels; bytes_per_level (device and caller's host
         # arrays) lets every growth be checked against the memory available first
         self.max_levels = None if max_levels is None else max(int(max_levels), self.levels)
@@ -688,7 +695,7 @@ class ChainDriver:
         self.active[self.pos[:lanes]] = True
         with jax.enable_x64(True):
             self.params = LaneParams(*(self._put(a) for a in ps))
-            self.state = ChainState(self._put(rng), self._put(u), self._put(np.zeros(W, bool)))
+            self.state = ChainState(self._put(rng), self._put(u), self._put(np.zeros(W, np.int64)))
         self.seen = np.zeros((self.levels + 1, W), bool)
         self.seen |= np.any(u > 0, axis=0)
         self.bar = progress_bar(total, show=progress and _sharding.is_main_process(), desc=desc)
@@ -740,7 +747,7 @@ class ChainDriver:
                      "over all replicas and buffers")
         with jax.enable_x64(True):
             u = jnp.pad(self.state.u, ((0, 0), (0, L - self.levels), (0, 0)))
-            self.state = ChainState(self.state.rng, self._put(u), self._put(np.zeros(self.width, bool)))
+            self.state = ChainState(self.state.rng, self._put(u), self._put(np.zeros(self.width, np.int64)))
         self.seen = pad_levels(self.seen, L + 1)
         self.levels = L
 
@@ -814,8 +821,8 @@ class ChainDriver:
                     else:
                         obs = meet
                     state, obs_out, us = self._call(obs, act, self.t, m, observe, nf)
-                if not _sharding.any_true(state.overflow):  # one global reduction: every process agrees
-                    break
+                if self.capacity or not _sharding.any_true(state.overflow):  # one global reduction:
+                    break  # every process agrees
                 self._grow()  # an arrival would pass the cap: more levels, rerun the chunk
                 if sums:
                     sum_u, sum_busy = pad_levels(sum_u, self.levels + 1), pad_levels(sum_busy, self.levels + 1)
@@ -868,6 +875,11 @@ class ChainDriver:
     def rng(self) -> np.ndarray:
         """Final random states, shape (lanes,) uint64, logical lanes."""
         return self.lanes_of(self.state.rng)
+
+    def lost(self) -> np.ndarray:
+        """Per logical lane, the steps since the start (or the last growth) at which an arrival
+        of some chain found its queue full; with ``capacity`` and one chain: the lost arrivals."""
+        return self.lanes_of(self.state.overflow).astype(np.int64)
 
     def close(self) -> None:
         self.bar.close()

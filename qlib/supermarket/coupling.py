@@ -95,7 +95,7 @@ class _MeetPoint:
 
 
 def _meet_point(where: str, n, d, lam, *, one_minus_lam, replicas, seed, top_length, max_steps, replacement,
-                bottom, top, ordered, levels) -> _MeetPoint:
+                bottom, top, ordered, levels, capacity=None) -> _MeetPoint:
     point = as_point(n, d, lam, one_minus_lam=one_minus_lam, replacement=replacement, simulation=True)
     n = point.n
     seed = V.integer("seed", seed, low=0, high=2**63 - 1)
@@ -110,6 +110,10 @@ def _meet_point(where: str, n, d, lam, *, one_minus_lam, replicas, seed, top_len
     if ordered:
         _check_ordered(lo0, hi0, f"{where}bottom/top")
     L0 = lo0.shape[0] - 1
+    if capacity is not None:  # the bounded model: the cap is the capacity, the starts must fit
+        if L0 > capacity and (np.any(lo0[capacity + 1:] > 0) or np.any(hi0[capacity + 1:] > 0)):
+            raise ValueError(f"{where}bottom/top: a start has a queue longer than capacity = {capacity}")
+        return _MeetPoint(point, seed, max_steps, lo0[: capacity + 1], hi0[: capacity + 1], capacity)
     L = max(L0 + 3, 4) if levels is None else V.integer("levels", levels, low=L0)
     return _MeetPoint(point, seed, max_steps, lo0, hi0, L)
 
@@ -118,7 +122,7 @@ def meeting_times(n: int | Point, d: int | None = None, lam: float | None = None
                   top_length: int, max_steps: int, one_minus_lam: float | None = None,
                   replacement: bool | None = None,
                   bottom: Any = "empty", top: Any = None, ordered: bool = True, levels: int | None = None,
-                  progress: bool | None = None) -> np.ndarray:
+                  progress: bool | None = None, capacity: int | None = None) -> np.ndarray:
     """Meeting times of the monotone coupling from the bottom and the top start.
 
     ``n``, ``d``, ``lam`` and ``replacement`` are the supermarket model's parameters, or one
@@ -138,20 +142,35 @@ def meeting_times(n: int | Point, d: int | None = None, lam: float | None = None
     depend on ``replicas``; the same seed gives the same array. ``levels`` (the initial number
     of tracked lengths) only affects speed: it grows when a queue would pass it. ``lam`` may
     be given as ``one_minus_lam`` instead (see :func:`qlib.supermarket.simulate`).
+
+    ``capacity`` = L: the coupling of the bounded model (docs/models.md#bounded-model), whose
+    top state is all queues at L (``top_length`` <= L). There an arrival lost in the top only
+    also closes the gap, so the meeting is detected by equality of all counts.
     """
     replicas = V.integer("replicas", replicas, low=1)
     ordered = _bool("ordered", ordered)
+    capacity = _capacity(capacity, top_length)
     pt = _meet_point("", n, d, lam, one_minus_lam=one_minus_lam, replicas=replicas, seed=seed,
                      top_length=top_length, max_steps=max_steps, replacement=replacement, bottom=bottom, top=top,
-                     ordered=ordered, levels=levels)
-    return _run_meeting([pt], replicas, pt.point.replacement, ordered, progress)[0]
+                     ordered=ordered, levels=levels, capacity=capacity)
+    return _run_meeting([pt], replicas, pt.point.replacement, ordered, progress, capacity)[0]
+
+
+def _capacity(capacity: Any, top_length: Any) -> int | None:
+    if capacity is None:
+        return None
+    capacity = S._capacity(capacity)
+    if isinstance(top_length, (int, np.integer)) and top_length > capacity:
+        raise ValueError(f"top_length must be <= capacity = {capacity} in the bounded model; got {top_length}")
+    return capacity
 
 
 def meeting_times_many(points: Sequence[tuple | Point], *, replicas: int, top_length: int | Sequence[int],
                        max_steps: int | Sequence[int], seeds: Sequence[int] | None = None,
                        one_minus_lam: float | Sequence[float] | None = None, replacement: bool | None = None,
                        bottom: Any = "empty", top: Any = None, ordered: bool = True,
-                       levels: int | None = None, progress: bool | None = None) -> list[np.ndarray]:
+                       levels: int | None = None, progress: bool | None = None,
+                       capacity: int | None = None) -> list[np.ndarray]:
     """:func:`meeting_times` at many parameter points in one kernel: entry p is bit-identical to
     ``meeting_times(*points[p], replicas=replicas, seed=seeds[p], top_length=top_length[p],
     max_steps=max_steps[p], ...)``.
@@ -199,15 +218,16 @@ def meeting_times_many(points: Sequence[tuple | Point], *, replicas: int, top_le
         try:
             pts.append(_meet_point(f"points[{j}]: ", *args, one_minus_lam=oml,
                                    replicas=replicas, seed=sd, top_length=tl, max_steps=ms, replacement=replacement,
-                                   bottom=b, top=tp, ordered=ordered, levels=levels))
+                                   bottom=b, top=tp, ordered=ordered, levels=levels,
+                                   capacity=_capacity(capacity, tl)))
         except ValueError as err:
             raise ValueError(f"points[{j}]: {err}") from None
     V.work("max_steps", float(sum(p.max_steps for p in pts)) * replicas)
-    return _run_meeting(pts, replicas, bool(replacement), ordered, progress)
+    return _run_meeting(pts, replicas, bool(replacement), ordered, progress, _capacity(capacity, None))
 
 
 def _run_meeting(pts: list[_MeetPoint], R: int, replacement: bool, ordered: bool,
-                 progress: bool | None) -> list[np.ndarray]:
+                 progress: bool | None, capacity: int | None = None) -> list[np.ndarray]:
     P = len(pts)
     order = sorted(range(P), key=lambda j: -pts[j].max_steps)
     lane0 = {j: i * R for i, j in enumerate(order)}
@@ -232,7 +252,9 @@ def _run_meeting(pts: list[_MeetPoint], R: int, replacement: bool, ordered: bool
     V.memory("replicas", (L0 + 1) * per_level, f"{L0 + 1} levels x {lanes} lanes x 2 chains")
     drv = K.ChainDriver(u0.astype(np.uint32), rng0, params, replacement=replacement, levels=L0, progress=progress,
                         total=end, desc="meeting times", max_levels=max(L0, K.level_limit(width, end)),
-                        bytes_per_level=per_level)
+                        bytes_per_level=per_level, capacity=capacity is not None)
+    # bounded: a lost arrival can close the gap too, which the ordered (D) test does not count
+    ordered = ordered and capacity is None
     try:
         meet = drv.meeting_state(D0.astype(np.int64), T0)
         t = 0

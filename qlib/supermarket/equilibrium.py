@@ -67,6 +67,8 @@ class EquilibriumEstimate:
       ``seed``; ``batch_lag1``: lag-1 autocorrelation of the batch means at ``level`` (near 0
       when batches are independent); ``variance_factor``: Var with the control variate / Var
       without, at ``level`` (1 = no help).
+    - ``capacity``: the bounded model's L (None: unbounded); ``start``: "empty" (burn-in) or
+      "perfect" (each replica from its own exact sample; ``burn_in`` = 0);
     - with ``flows=True``: ``flow_fraction[i]``, the stationary E[g(u_i)] (g the model's, see
       :attr:`SupermarketResult.flow_fraction`), with ``flow_ci_low``, ``flow_ci_high``; and the
       level-flow residual ``flow_residual[j-1]`` = E[u_j/n] - lam E[g(u_{j-1})] for j = 1..L+1,
@@ -107,6 +109,8 @@ class EquilibriumEstimate:
     flow_residual_se: np.ndarray | None = None
     flow_dof: int | None = None
     variant: str = "model"
+    capacity: int | None = None
+    start: str = "empty"
 
     n = property(lambda self: self.point.n, doc="number of queues")
     d = property(lambda self: self.point.d, doc="choices per arrival")
@@ -187,7 +191,8 @@ def estimate_equilibrium(n: int | Point, d: int | None = None, lam: float | None
                          burn_taus: float = BURN_IN_TAUS, batch_taus: float = BATCH_TAUS, min_batches: int = 2,
                          batches: int | None = None, progress: bool | None = None,
                          one_minus_lam: float | None = None, flows: bool = False,
-                         variant=None, tau: float | None = None) -> EquilibriumEstimate:
+                         variant=None, tau: float | None = None, capacity: int | None = None,
+                         start: str = "empty") -> EquilibriumEstimate:
     """Estimate the stationary E[u_i]/n and the law of the longest queue of the supermarket model.
 
     ``n`` queues, ``d`` choices, arrival rate ``lam`` per queue (or ``one_minus_lam``), sampling
@@ -203,6 +208,13 @@ def estimate_equilibrium(n: int | Point, d: int | None = None, lam: float | None
     residual at every level (``flow_residual``, ``flow_residual_se``). ``variant``: estimate a near
     wrong model (:mod:`qlib.supermarket.variants`) in place of JSQ(d), with the model's tau and,
     since the monotone coupling certifies the model's burn-in only, ``burn_taus`` tau of burn-in.
+    ``capacity`` = L: estimate the bounded model (docs/models.md#bounded-model; the coupling
+    certificate then starts its top chain at L, which sandwiches every state, and no control
+    variate is used: E[u_1] = lam n fails when arrivals are lost). ``start="perfect"``: every
+    replica starts from its own exact stationary sample of the bounded model at ``capacity`` (or
+    at k + 3 for the unbounded model, exact up to the stationary mass there, which
+    ``burn_in_method`` reports), by coupling from the past on its words of times <= 0
+    (:func:`qlib.supermarket.perfect_samples`), and needs no burn-in.
     Returns an :class:`EquilibriumEstimate`.
     """
     point = as_point(n, d, lam, one_minus_lam=one_minus_lam, replacement=replacement, simulation=True)
@@ -210,7 +222,8 @@ def estimate_equilibrium(n: int | Point, d: int | None = None, lam: float | None
                                      max_steps=max_steps, seeds=[seed], replacement=replacement,
                                      replicas=replicas, burn_in=burn_in, burn_taus=burn_taus,
                                      batch_taus=batch_taus, min_batches=min_batches, batches=batches,
-                                     progress=progress, flows=flows, variant=variant, tau=tau)[0]
+                                     progress=progress, flows=flows, variant=variant, tau=tau,
+                                     capacity=capacity, start=start)[0]
 
 
 def estimate_equilibrium_many(points: Sequence[tuple[int, int, float] | Point], *, rel_error: float = 0.1,
@@ -222,7 +235,8 @@ def estimate_equilibrium_many(points: Sequence[tuple[int, int, float] | Point], 
                               min_batches: int = 2, batches: int | None = None,
                               tau: float | Sequence[float] | None = None,
                               progress: bool | None = None, flows: bool = False,
-                              variant=None) -> list[EquilibriumEstimate]:
+                              variant=None, capacity: int | None = None,
+                              start: str = "empty") -> list[EquilibriumEstimate]:
     """:func:`estimate_equilibrium` at several (n, d, lam) points at once: each round runs every
     unconverged point as lanes of one kernel (:func:`qlib.supermarket.simulate_many`). Point p
     with seed ``seeds[p]`` (default p) gives exactly the numbers of the single-point call.
@@ -287,20 +301,37 @@ def estimate_equilibrium_many(points: Sequence[tuple[int, int, float] | Point], 
     if progress is None:
         progress = sum(cap) * replicas >= 5e10
 
+    capacity = _capacity(capacity)
+    if capacity is not None:  # no level above the capacity holds mass
+        levels = [min(lv, capacity) for lv in levels]
+    V.choice("start", start, ("empty", "perfect"))
+    if start == "perfect" and variant is not None and variant != "model":
+        raise ValueError("start='perfect' draws the model's stationary law, not a variant's; use start='empty'")
+
     # --- burn-in
-    burn, method = [], []
+    burn, method, first = [], [], []
     for p, ((n, d, lam), s) in enumerate(zip(pts, per_tau)):
         b_tau = int(math.ceil(burn_taus * s))
         k = predicted_max_length(points_[p])
-        if burn_in != "tau" and math.isfinite(k):
-            T = meeting_times(points_[p], replicas=replicas, seed=seeds[p], top_length=int(k) + 2,
+        if start == "perfect":
+            ps, why = _perfect_start(points_[p], capacity, replicas, seeds[p], s)
+            burn.append(0)
+            method.append(why)
+            first.append({"counts": ps.counts})
+            continue
+        first.append("empty")
+        if burn_in != "tau" and (math.isfinite(k) or capacity is not None):
+            # bounded: the top state (all at L) sandwiches every start, so the certificate is exact
+            top_len = capacity if capacity is not None else int(k) + 2
+            T = meeting_times(points_[p], replicas=replicas, seed=seeds[p], top_length=top_len,
                               max_steps=b_tau if burn_in == "auto" else 50 * b_tau,
-                              progress=False)
+                              progress=False, capacity=capacity)
             if np.all(np.isfinite(T)):
                 b = int(T.max())
                 burn.append(b)
                 method.append(f"coupling: all {replicas} replicas from empty met the chain from all queues "
-                              f"at k+2 = {int(k) + 2} by step {b} ({b / s:.1f} tau)")
+                              + (f"at capacity L = {top_len}" if capacity is not None else f"at k+2 = {top_len}")
+                              + f" by step {b} ({b / s:.1f} tau)")
                 continue
             if burn_in == "coupling":
                 raise ValueError(f"burn_in='coupling': the chains had not all met within 50 x {burn_taus:g} tau "
@@ -334,8 +365,9 @@ def estimate_equilibrium_many(points: Sequence[tuple[int, int, float] | Point], 
                 out = simulate_many([points_[p] for p in grp], steps=[m * batch[p] for p in grp], replicas=replicas,
                                     seeds=[seeds[p] for p in grp], batches=m,
                                     burn_in=[burn[p] if results[p] is None else 0 for p in grp],
-                                    initial=[results[p] if results[p] is not None else "empty" for p in grp],
-                                    replacement=replacement, progress=False, flows=flows, variant=variant)
+                                    initial=[results[p] if results[p] is not None else first[p] for p in grp],
+                                    replacement=replacement, progress=False, flows=flows, variant=variant,
+                                    capacity=capacity)
                 for p, r in zip(grp, out):
                     results[p] = r
                     tails[p].append(r.batch_tail_fraction)
@@ -344,7 +376,8 @@ def estimate_equilibrium_many(points: Sequence[tuple[int, int, float] | Point], 
                     maxes[p].append((r.steps, r.max_length_distribution))
                     nb[p] += m
             for p in todo:
-                est[p] = _summarise(tails[p], maxes[p], pts[p][2], levels[p])
+                # E[u_1] = lam n is exact for every routing rule, but not when arrivals are lost
+                est[p] = _summarise(tails[p], maxes[p], pts[p][2] if capacity is None else None, levels[p])
                 mean, half = est[p][0][levels[p]], est[p][1][levels[p]]
                 if (nb[p] >= min_batches and mean > 0 and half <= rel_error * mean) or nb[p] >= cap[p] // batch[p]:
                     done[p] = True
@@ -379,7 +412,8 @@ def estimate_equilibrium_many(points: Sequence[tuple[int, int, float] | Point], 
             relative_halfwidth=rel, converged=bool(rel <= rel_error), relaxation_time=tau[p],
             relaxation_times=nb[p] * batch[p] / per_tau[p], burn_in=burn[p], burn_in_method=method[p],
             steps=nb[p] * batch[p], batch_steps=batch[p], batches=nb[p], replicas=replicas, seed=seeds[p],
-            batch_lag1=lag1, variance_factor=float(factor[lv]), variant=vname, **fl))
+            batch_lag1=lag1, variance_factor=float(factor[lv]), variant=vname, capacity=capacity, start=start,
+            **fl))
     return out_est
 
 
@@ -403,16 +437,40 @@ def _flow_summary(tails: list[np.ndarray], flows: list[np.ndarray], lam: float) 
                 flow_residual=zmean, flow_residual_se=zse, flow_dof=B - 1)
 
 
-def _summarise(tails: list[np.ndarray], maxes: list[tuple[int, np.ndarray]], lam: float, level: int):
+def _capacity(capacity):
+    from qlib.supermarket.simulation import _capacity as check
+
+    return check(capacity)
+
+
+def _perfect_start(point: Point, capacity: int | None, replicas: int, seed: int, steps_per_tau: float):
+    """Each replica's own exact sample of the bounded model at time 0 (its words of times <= 0;
+    the estimate then runs on its words of times >= 1, independent of them), and what it says."""
+    from qlib.supermarket.perfect import capacity_for, perfect_samples
+
+    L = capacity if capacity is not None else capacity_for(point)
+    ps = perfect_samples(point, capacity=L, replicas=replicas, seed=seed)
+    mass, se = ps.mass_at_capacity
+    why = (f"perfect: every replica starts from its own exact stationary sample of the bounded model at L = {L} "
+           f"(coupling from the past, mean coalescence {ps.coalescence_steps.mean():.3g} steps = "
+           f"{ps.coalescence_steps.mean() / steps_per_tau:.1f} tau); no burn-in")
+    if capacity is None:
+        why += (f"; for the unbounded chain the start is exact up to the stationary mass at L, "
+                f"E[u_L]/n = {mass:.2g} ± {se:.1g}, loss probability {ps.loss_probability[0]:.2g}")
+    return ps, why
+
+
+def _summarise(tails: list[np.ndarray], maxes: list[tuple[int, np.ndarray]], lam: float | None, level: int):
     """Pooled batch-means estimates of the tail from per-round (replicas, m, L_round+1) arrays;
     the law of the maximum from replica means over the whole run (R - 1 degrees of freedom)."""
     L1 = max(max(t.shape[2] for t in tails), max(m.shape[1] for _, m in maxes), level + 1)
     T = np.concatenate([_pad(t, L1) for t in tails], axis=1)  # (replicas, batches, L+1)
     R, B = T.shape[:2]
     flat = T.reshape(R * B, L1)
-    mean, half, factor = _pooled(flat, flat[:, 1], lam)
+    control = flat[:, 1] if lam is not None else None  # lam None: no exact control variate
+    mean, half, factor = _pooled(flat, control, lam)
     pflat = flat - np.concatenate([flat[:, 1:], np.zeros((flat.shape[0], 1))], axis=1)
-    pmean, phalf, _ = _pooled(pflat, flat[:, 1], lam)
+    pmean, phalf, _ = _pooled(pflat, control, lam)
     w = np.array([s for s, _ in maxes], dtype=float)
     M = sum(wi * _pad(m, L1) for wi, (_, m) in zip(w, maxes)) / w.sum()  # (replicas, L+1)
     est = stats.replica_mean(M)

@@ -108,6 +108,8 @@ class ExactEquilibrium:
     identity_error: float    # E[u_1]/n - lam in the truncated chain; |.| <= truncation_mass
     cap_change: float        # max_i |tail_fraction change| from the previous caps (nan: none)
     rounds: int              # boxes solved
+    capacity: int | None = None   # the bounded model's capacity L (None: the unbounded model)
+    loss_probability: float = 0.0  # bounded model: stationary P(an arrival is lost)
 
 
 # --------------------------------------------------------------------------- state space
@@ -483,7 +485,8 @@ def _grow(cap: int, law: np.ndarray, goal: float) -> tuple[int, bool]:
 
 def exact_equilibrium(n: int, d: int, lam: float, *, levels: int | None = None,
                       replacement: bool = True, tol: float = 1e-10, max_states: int = MAX_STATES,
-                      max_iter: int = MAX_ITER, solver: str = "auto") -> ExactEquilibrium:
+                      max_iter: int = MAX_ITER, solver: str = "auto",
+                      capacity: int | None = None) -> ExactEquilibrium:
     """Exact stationary law of the supermarket model with n queues (``docs/models.md``, "oracles").
 
     Solves the CTMC on sorted queue-length vectors, truncated to longest queue <= length_cap and
@@ -498,11 +501,20 @@ def exact_equilibrium(n: int, d: int, lam: float, *, levels: int | None = None,
     raise ValueError naming themselves, the box size *before* it is built. ``solver``: "auto"
     (sparse LU up to DIRECT_MAX_STATES states or for n <= 2, else iterative), "direct",
     "iterative".
+
+    ``capacity`` = L: the bounded model instead (docs/models.md#bounded-model), whose queues hold
+    at most L customers, an arrival at a full queue being lost: its chain lives on the box of
+    lengths <= L, solved once with no truncation (``truncation_mass`` 0; ``loss_probability``
+    the stationary probability that an arrival is lost; ``identity_error`` is then
+    E[u_1]/n - lam (1 - loss_probability), zero up to the solve's residual).
     """
     n, d, lam, replacement, tol, max_states, max_iter, solver = _check(
         n, d, lam, replacement, tol, max_states, max_iter, solver)
     if levels is not None:
         levels = V.integer("levels", levels, low=0, high=10**9)
+    if capacity is not None:
+        return _bounded_equilibrium(n, d, lam, replacement, V.integer("capacity", capacity, low=1, high=10**9),
+                                    levels, max_states, max_iter, solver)
     C = max((levels if levels is not None else 0) + 2, 2)
     _fit("levels" if levels is not None else "n", n, C, 1, max_states, f"levels = {levels}")
     lo, hi = 1, C  # the first spread cap: the largest that keeps the first box small
@@ -605,6 +617,31 @@ def exact_equilibrium(n: int, d: int, lam: float, *, levels: int | None = None,
         residual=res, truncation_mass=mass, length_cap=C, spread_cap=W, states=box.S,
         solver=use, iterations=its, identity_error=float(tail[1] - lam), cap_change=change,
         rounds=rounds)
+
+
+def _bounded_equilibrium(n, d, lam, replacement, L, levels, max_states, max_iter, solver) -> ExactEquilibrium:
+    """The exact stationary law of the bounded model (capacity L): one solve on the box of lengths <= L."""
+    _fit("capacity", n, L, L, max_states, f"capacity = {L}")
+    box = _Box(n, d, lam, replacement, L, L)
+    use = solver if solver != "auto" else ("direct" if box.S <= DIRECT_MAX_STATES or n <= 2 else "iterative")
+    x, res, its = _solve_direct(box) if use == "direct" else _solve_iterative(box, None, 1e-13, max_iter)
+    occ = np.zeros(L + 1)
+    for j in range(n):
+        occ += np.bincount(box.A[:, j], weights=x, minlength=L + 1)[: L + 1]
+    tail = np.minimum(np.cumsum(occ[::-1])[::-1] / n, 1.0)
+    tail[0] = 1.0
+    full = (box.A == L).sum(axis=1)  # u_L of each state
+    g = all_sampled_at_least(np.arange(n + 1) / n, d, replacement=replacement, n=n)
+    loss = float(np.dot(x, g[full]))
+    out = np.zeros((levels if levels is not None else L) + 1)
+    m = min(out.size, L + 1)
+    out[:m] = tail[:m]
+    return ExactEquilibrium(
+        n=n, d=d, lam=lam, replacement=replacement, tail_fraction=out, queue_length_distribution=occ / n,
+        max_length_distribution=np.bincount(box.M, weights=x, minlength=L + 1)[: L + 1], residual=res,
+        truncation_mass=0.0, length_cap=L, spread_cap=L, states=box.S, solver=use, iterations=its,
+        identity_error=float(tail[1] - lam * (1 - loss)), cap_change=math.nan, rounds=1,
+        capacity=L, loss_probability=loss)
 
 
 def exact_tail_fraction(n: int, d: int, lam: float, levels: int, *, replacement: bool = True,

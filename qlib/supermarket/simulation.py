@@ -179,6 +179,9 @@ class SupermarketResult:
       enter level j, so in equilibrium E[u_j/n] = lam E[g(u_{j-1})] (docs/models.md#level-flow).
       Exact time sums of g rounded to 2^-40 per step (chain.FLOW_BITS), so bit-identical however
       the run is batched or sharded. ``batch_flow_fraction`` (R, batches, L+1) per batch.
+    - ``capacity``, ``lost_arrivals`` (R,): the bounded model (each queue holds at most
+      ``capacity`` customers, docs/models.md#bounded-model) and the arrivals it lost at a full
+      queue in the measured steps (None without a capacity); ``loss_probability`` their share.
     - ``variant``: the event map simulated, "model" or a near wrong model of
       :mod:`qlib.supermarket.variants` (its name, e.g. "eta_greedy(0.01)").
     """
@@ -198,6 +201,8 @@ class SupermarketResult:
     flow_fraction: np.ndarray | None = None
     batch_flow_fraction: np.ndarray | None = None
     variant: str = "model"
+    capacity: int | None = None
+    lost_arrivals: np.ndarray | None = None
 
     n = property(lambda self: self.point.n, doc="number of queues")
     d = property(lambda self: self.point.d, doc="choices per arrival")
@@ -234,6 +239,14 @@ class SupermarketResult:
         if self.batch_tail_fraction.shape[1] >= 2:
             return stats.replica_mean(self.batch_tail_fraction[0])
         raise ValueError("an error bar needs replicas >= 2 or batches >= 2")
+
+    @property
+    def loss_probability(self) -> np.ndarray | None:
+        """Bounded model: lost arrivals / expected arrivals (lam n per unit time) in the measured
+        steps, per replica (R,), an estimate of P(an arrival is lost); None without a capacity."""
+        if self.lost_arrivals is None:
+            return None
+        return self.lost_arrivals / (self.lam * self.n * self.time)
 
     def level_flow_residual(self):
         """The paired residual of the level-flow identity, Z_j = u_j/n - lam g(u_{j-1}) time-averaged,
@@ -276,14 +289,14 @@ class _Plan:
         return self.burn_in + self.steps
 
 
-def _resolve_initial(where: str, point: Point, initial, replicas, seed):
+def _resolve_initial(where: str, point: Point, initial, replicas, seed, capacity=None):
     """(u0 (R, L0+1), rng0 (R,), seed) from ``initial``, which may be a previous result."""
     if isinstance(initial, SupermarketResult):
         res = initial
         for name, have, want in (("n", res.n, point.n), ("d", res.d, point.d),
                                  ("lam", res.point.arrival_threshold, point.arrival_threshold),
                                  ("replacement", res.replacement, point.replacement),
-                                 ("replicas", res.replicas, replicas)):
+                                 ("replicas", res.replicas, replicas), ("capacity", res.capacity, capacity)):
             if have != want:
                 shown = (res.lam, point.lam) if name == "lam" else (have, want)
                 raise ValueError(f"{where}initial is a result with {name} = {shown[0]!r}, but {name} = {shown[1]!r} "
@@ -310,11 +323,17 @@ def _resolve_initial(where: str, point: Point, initial, replicas, seed):
     return u0, _rng.replica_states_np(seed, np.arange(replicas)), seed
 
 
-def _plan(where, point: Point, *, steps, burn_in, seed, initial, replicas, levels) -> _Plan:
+def _plan(where, point: Point, *, steps, burn_in, seed, initial, replicas, levels, capacity=None) -> _Plan:
     """The plan of one point (the theory of the start and of the level cap uses the arrival
-    rate as the caller gave it)."""
-    u0, rng0, seed = _resolve_initial(where, point, initial, replicas, seed)
+    rate as the caller gave it). With ``capacity`` (the bounded model) the cap is the capacity."""
+    u0, rng0, seed = _resolve_initial(where, point, initial, replicas, seed, capacity)
     total = burn_in + steps
+    if capacity is not None:
+        if u0.shape[-1] > capacity + 1 and np.any(u0[:, capacity + 1:] > 0):
+            raise ValueError(f"{where}initial has a queue longer than capacity = {capacity}: the bounded model "
+                             f"holds at most {capacity} customers per queue")
+        u0 = np.ascontiguousarray(u0[:, : capacity + 1])
+        return _Plan(point, steps, burn_in, seed, u0, rng0, capacity, capacity)
     L = _default_levels(point, u0, total) if levels is None else V.integer("levels", levels, low=u0.shape[-1])
     return _Plan(point, steps, burn_in, seed, u0, rng0, L,
                   max(L, K.level_limit(u0.shape[-1], total)))
@@ -344,7 +363,7 @@ def simulate(n: int | Point, d: int | None = None, lam: float | None = None, *, 
              steps: int, replicas: int = 1, seed: int | None = None, burn_in: int = 0, initial: Any = "empty",
              replacement: bool | None = None, batches: int = 1, record_every: int | None = None,
              levels: int | None = None, progress: bool | None = None, flows: bool = False,
-             variant: Any = None) -> SupermarketResult:
+             variant: Any = None, capacity: int | None = None) -> SupermarketResult:
     """Simulate ``replicas`` independent copies of the supermarket model's count chain.
 
     Parameters (paper notation), or one :class:`~qlib.supermarket.point.Point` in place of
@@ -372,6 +391,10 @@ def simulate(n: int | Point, d: int | None = None, lam: float | None = None, *, 
     ("eta_greedy", 0.01)); default None, the model. The random streams are the model's: a
     variant uses the same two words per step.
 
+    ``capacity`` = L: the bounded model instead (docs/models.md#bounded-model): every queue holds
+    at most L customers and an arrival whose chosen queue is full is lost (counted in
+    ``lost_arrivals``); the level cap is L and never grows. The start must fit (no queue above L).
+
     Returns a :class:`SupermarketResult`. The same ``seed`` gives identical arrays, and replica
     r's numbers do not depend on ``replicas`` or the number of devices.
     """
@@ -387,16 +410,19 @@ def simulate(n: int | Point, d: int | None = None, lam: float | None = None, *, 
     if record_every is not None:
         record_every = V.integer("record_every", record_every, low=1, high=steps)
     V.work("steps", float(burn_in + steps) * replicas)
+    capacity = _capacity(capacity)
     pt = _plan("", point, steps=steps, burn_in=burn_in, seed=seed, initial=initial, replicas=replicas,
-               levels=levels)
-    return _run([pt], replicas, point.replacement, batches, record_every, progress, flows, emap, vname)[0]
+               levels=levels, capacity=capacity)
+    return _run([pt], replicas, point.replacement, batches, record_every, progress, flows, emap, vname,
+                capacity)[0]
 
 
 def simulate_many(points: Sequence[tuple | Point], *, steps: int | Sequence[int], replicas: int = 1,
                   seeds: Sequence[int] | None = None, burn_in: int | Sequence[int] = 0, initial: Any = "empty",
                   replacement: bool | None = None, batches: int = 1, record_every: int | None = None,
                   levels: int | None = None, one_minus_lam: float | Sequence[float] | None = None,
-                  progress: bool | None = None, flows: bool = False, variant: Any = None) -> list[SupermarketResult]:
+                  progress: bool | None = None, flows: bool = False, variant: Any = None,
+                  capacity: int | None = None) -> list[SupermarketResult]:
     """Simulate many parameter points at once: result p is bit-identical to
     ``simulate(*points[p], steps=steps[p], burn_in=burn_in[p], replicas=replicas, seed=seeds[p], ...)``.
 
@@ -453,8 +479,17 @@ def simulate_many(points: Sequence[tuple | Point], *, steps: int | Sequence[int]
     for j, (point, st, bi, sd, ini) in enumerate(zip(checked, steps_l, burn_l, seeds_l, inits)):
         sd = sd if not isinstance(ini, SupermarketResult) or seeds is not None else None
         pts.append(_plan(f"points[{j}]: ", point, steps=st, burn_in=bi, seed=sd, initial=ini, replicas=replicas,
-                         levels=levels))
-    return _run(pts, replicas, replacement, batches, record_every, progress, flows, emap, vname)
+                         levels=levels, capacity=capacity))
+    return _run(pts, replicas, replacement, batches, record_every, progress, flows, emap, vname, capacity)
+
+
+#: Largest capacity of the bounded model: the counts are capacity + 1 levels per chain.
+MAX_CAPACITY = 10_000
+
+
+def _capacity(capacity: Any) -> int | None:
+    """``capacity`` of the bounded model (docs/models.md#bounded-model): None or an int in [1, 10^4]."""
+    return None if capacity is None else V.integer("capacity", capacity, low=1, high=MAX_CAPACITY)
 
 
 def _flag(name: str, value: Any) -> bool:
@@ -495,7 +530,7 @@ def _bytes_per_level(lanes: int, batches: int, frames: int, big: bool) -> tuple[
 
 def _run(pts: list[_Plan], R: int, replacement: bool, batches: int, record_every: int | None,
          progress: bool | None, flows: bool = False, variant: K.EventMap = K.MODEL,
-         variant_name: str = "model") -> list[SupermarketResult]:
+         variant_name: str = "model", capacity: int | None = None) -> list[SupermarketResult]:
     P = len(pts)
     # lanes: points sorted by run length (longest first), R replicas each
     order = sorted(range(P), key=lambda j: -pts[j].end)
@@ -539,7 +574,7 @@ def _run(pts: list[_Plan], R: int, replacement: bool, batches: int, record_every
 
     drv = K.ChainDriver(u0.astype(np.uint32), rng0, params, replacement=replacement, levels=L0,
                         progress=progress, total=end, desc="supermarket", max_levels=max(p.limit for p in pts),
-                        bytes_per_level=per_level, variant=variant)
+                        bytes_per_level=per_level, variant=variant, capacity=capacity is not None)
     try:
         total_u = _exact_zeros((drv.levels + 1, lanes), big)
         total_busy = np.zeros((drv.levels + 1, lanes), np.int64)
@@ -550,13 +585,17 @@ def _run(pts: list[_Plan], R: int, replacement: bool, batches: int, record_every
         flow_batch: dict[int, list] = {j: [] for j in range(P)}
         last_flow = np.zeros((drv.levels + 1, lanes), object) if flows else None
         traj: dict[int, list] = {j: [] for j in range(P)}
+        lost = np.zeros(lanes, np.int64)  # arrivals lost at a full queue in the measured steps (capacity)
         t = 0
         for cut in cuts:
             active = stop > t
             measuring = active & (burn <= t)
             if cut > t:
                 obs_kind = ("flow" if flows else "sums") if measuring.any() else "seen"
+                lost_before = drv.lost() if capacity is not None else None
                 out = drv.run(cut - t, observe=obs_kind, active=drv.mask(active))
+                if capacity is not None:
+                    lost[measuring] += (drv.lost() - lost_before)[measuring]
                 if drv.levels + 1 > total_u.shape[0]:
                     w = drv.levels + 1
                     total_u, total_busy, last_batch = (K.pad_levels(a, w) for a in (total_u, total_busy, last_batch))
@@ -613,7 +652,8 @@ def _run(pts: list[_Plan], R: int, replacement: bool, batches: int, record_every
             point=p.point, steps=p.steps, burn_in=p.burn_in, seed=p.seed, tail_fraction=tail, max_length=max_length, max_length_distribution=max_dist,
             counts=np.ascontiguousarray(fit(counts[:, sl]).T), batch_tail_fraction=bt,
             state=state[sl].copy(), trajectory=tr, record_every=record_every, flow_fraction=flow,
-            batch_flow_fraction=bflow, variant=variant_name))
+            batch_flow_fraction=bflow, variant=variant_name, capacity=capacity,
+            lost_arrivals=lost[sl].copy() if capacity is not None else None))
     return results
 
 
