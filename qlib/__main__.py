@@ -8,9 +8,11 @@
   table in README.md.
 
 ``--scale S`` multiplies every run length of the full mode by S (for bigger machines; the
-README says how long each scale takes). Exit status: 1 when some row's verdict is FAIL, 0
-otherwise (INCONCLUSIVE rows and findings leave it 0: the summary line counts them), 2 (with a
-one-line message) when something goes wrong before a verdict.
+README says how long each scale takes). Exit status of ``reproduce``: 1 when some row's verdict
+is FAIL, 0 otherwise (INCONCLUSIVE rows and findings leave it 0: the summary line counts them),
+2 (with a one-line message) when something goes wrong before a verdict. ``figures`` is a job, not
+a check: it exits 0 once everything is written, whatever the verdicts (it says when a row reads
+FAIL), and 2 when something goes wrong.
 """
 
 from __future__ import annotations
@@ -96,8 +98,12 @@ def figures(only: list[str] | None, smoke: bool) -> int:
     if smoke:
         return reproduce(quick=True)
     out = figures_dir() / "claims.md"
-    return reproduce(quick=False, markdown=str(out), json_path=str(out.with_suffix(".json")),
+    code = reproduce(quick=False, markdown=str(out), json_path=str(out.with_suffix(".json")),
                      update_readme=True)
+    if code == EXIT_FAIL:  # the job (figures, notebooks, table) is done; the table carries the verdicts
+        print(f"[qlib] some rows read FAIL: see {out}; `python -m qlib reproduce` exits 1 on them", flush=True)
+        return EXIT_PASS
+    return code
 
 
 def main(argv: list[str] | None = None) -> int:
