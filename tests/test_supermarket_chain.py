@@ -86,8 +86,9 @@ def test_fast_kernel_equals_plain_step(chains, replacement, loop_bytes, monkeypa
     np.testing.assert_array_equal(drv.lanes_of(out["sum_busy"] + out2["sum_busy"]), sb)
     assert np.all(np.diff(u.astype(np.int64), axis=1) <= 0)  # the state stayed a valid count vector
     assert rng[7] == rng0[7] and np.array_equal(u[..., 7], u0[..., 7])  # the inactive lane did not move
-    g = K.group_width(drv.per_device, 6, chains, "sums", replacement)
-    assert (g == drv.per_device) if loop_bytes > 10**5 else (g <= 2)
+    if jax.default_backend() == "cpu":  # the group width follows XLA:CPU's small-loop threshold
+        g = K.group_width(drv.per_device, 6, chains, "sums", replacement)
+        assert (g == drv.per_device) if loop_bytes > 10**5 else (g <= 2)
 
 
 def test_draw_block_rows_are_successive_draws():
@@ -127,21 +128,6 @@ def test_overflow_grows_the_cap_and_reruns_the_chunk():
     np.testing.assert_array_equal(small.lanes_of(a["sum_u"]), big.lanes_of(b["sum_u"])[:w])
     assert np.all(big.counts()[:, w:] == 0)
     assert K.final_levels(2, int(small.peak().max())) == small.levels
-
-
-@pytest.mark.skipif(jax.default_backend() != "cpu", reason="XLA:CPU's small-loop path")
-def test_sequential_loop_compiles_to_one_kernel():
-    # The speed at few replicas rests on XLA:CPU compiling the per-group step loop into one
-    # kernel; a jax upgrade that changes the cost model would show here first.
-    u0, rng0, params, active = _lanes(1, True)
-    drv = K.ChainDriver(u0, rng0, params, replacement=True, levels=6, progress=False, total=1, desc="t")
-    G = drv.per_device
-    g = K.group_width(G, 6, 1, "sums", True)
-    fn = K._advance_fn(drv.devices, (2, 2), True, "sums", K.block_length(g, True), g, 0, False)
-    with jax.enable_x64(True):
-        obs = (jnp.zeros((7, drv.width), jnp.int64), jnp.zeros((7, drv.width), jnp.int32))
-        hlo = fn.lower(drv.state, obs, drv.params, drv.active, jnp.int64(0), jnp.int64(100)).compile().as_text()
-    assert "xla_cpu_small_call" in hlo
 
 
 def test_public_api_matches_golden_outputs():

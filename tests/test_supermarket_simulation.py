@@ -146,14 +146,38 @@ def test_initial_states():
         sm.initial_counts(3, 2, 0.5, [3, 2, 1])  # counts of (3 >= 0, 2 >= 1, 1 >= 2) or lengths 3, 2, 1
 
 
+def _step_moves(u, n, d, lam, replacement=True):
+    """Per level i >= 1, the probabilities that one step raises u_i (an arrival joins length
+    i - 1) and lowers it (a departure from length i), from the state u (levels 0..L)."""
+    from math import comb
+
+    m = len(u)  # levels 1..m: one above the start's top
+    u = [int(x) for x in u] + [0, 0]
+    p = lam / (1 + lam)
+    g = (lambda x: (x / n) ** d) if replacement else (lambda x: comb(x, d) / comb(n, d) if x >= d else 0.0)
+    up = np.array([p * (g(u[i - 1]) - g(u[i])) for i in range(1, m + 1)])
+    down = np.array([(1 - p) * (u[i] - u[i + 1]) / n for i in range(1, m + 1)])
+    return up, down
+
+
 def test_huge_n_runs_and_keeps_exact_counts():
-    n = 10**9
-    r = sm.simulate(n, 100, 0.999, steps=200_000, replicas=2, seed=1, initial="fluid")
-    assert r.counts[:, 0].tolist() == [n, n]
+    # n = 1e9: 2e5 steps move the state by at most 2e-4 of n, so the per-step move
+    # probabilities stay those of the start and the count changes are sums of i.i.d. steps:
+    # each level's mean change over the replicas must be T (up - down) to 5 SE, and the near
+    # wrong models (d + 1; lam 5% higher) must miss by more than that.
+    n, d, lam, T, R = 10**9, 2, 0.9, 200_000, 4
+    u0 = np.array([n, 8 * n // 10, n // 2, n // 5])
+    r = sm.simulate(n, d, lam, steps=T, replicas=R, seed=1, initial={"counts": u0})
+    assert r.counts[:, 0].tolist() == [n] * R
     assert np.all(np.diff(r.counts, axis=1) <= 0) and np.all(r.counts >= 0)
-    # 2e5 steps move at most 2e5 customers: the profile is still the fluid one to ~2e-4.
-    fp = sm.fluid_fixed_point(100, 0.999, r.levels)
-    assert np.all(np.abs(r.tail_fraction - fp) < 3e-4)
+    top = np.pad(r.counts, ((0, 0), (0, max(0, u0.size + 1 - r.counts.shape[1]))))
+    delta = (top[:, 1:u0.size + 1] - np.pad(u0, (0, 1))[1:]).mean(axis=0)
+    up, down = _step_moves(u0, n, d, lam)
+    se = np.sqrt(T * (up + down - (up - down) ** 2) / R)
+    expect = T * (up - down)
+    assert np.all(np.abs(delta - expect) < Z * se), (delta, expect, se)
+    for wrong in (_step_moves(u0, n, d + 1, lam), _step_moves(u0, n, d, lam * 1.05)):
+        assert np.any(np.abs(delta - T * (wrong[0] - wrong[1])) > Z * se)
 
 
 BAD = [
@@ -293,7 +317,27 @@ def test_counts_stay_in_zero_n_at_the_extremes(n, d, replacement):
     r = sm.simulate(n, d, one_minus_lam=1e-3, steps=20_000, replicas=4, seed=2, initial=[n, n, n // 2],
                     replacement=replacement, record_every=50)
     assert _valid_counts(r.trajectory, n) and _valid_counts(r.counts, n)
-    assert np.all(r.tail_fraction <= 1.0) and np.all(r.tail_fraction[:, 1] > 0.99)
+    assert np.all(r.tail_fraction <= 1.0)
+    # the dynamics, not only the range: nearly every queue stays busy (u_1 ~ n), so every
+    # departure is real and the customers change by (#arrivals - #departures), mean T (2p - 1)
+    # per replica; lam 5% lower must miss by more than 5 SE
+    T, R = 20_000, 4
+    u0 = np.array([n, n, n // 2])
+    change = (r.counts[:, 1:].sum(axis=1) - u0[1:].sum()).astype(float)
+    p = (1 - 1e-3) / (2 - 1e-3)
+    se = np.sqrt(T * (1 - (2 * p - 1) ** 2) / R)
+    assert abs(change.mean() - T * (2 * p - 1)) < Z * se, change
+    p_wrong = 0.95 * (1 - 1e-3) / (1 + 0.95 * (1 - 1e-3))
+    assert abs(change.mean() - T * (2 * p_wrong - 1)) > Z * se
+    # an arrival joins a queue of length 2 with probability g(u_2) ~ 2^-d: never at d >= 1e9,
+    # about 1/128 of arrivals at d = 7 (d +- 1 doubles or halves it)
+    u3 = r.counts[:, 3].sum() if r.counts.shape[1] > 3 else 0
+    if d >= 10**9:
+        assert u3 == 0
+    else:
+        rate = lambda dd: R * T * p * 2.0**-dd  # noqa: E731  # expected u_3 at the end (its departures are few)
+        assert abs(u3 - rate(d)) < Z * np.sqrt(rate(d)) + 0.05 * rate(d), (u3, rate(d))
+        assert all(abs(u3 - rate(dd)) > Z * np.sqrt(rate(d)) for dd in (d - 1, d + 1))
 
 
 def test_lam_resolution_and_largest_d_are_checked(monkeypatch):
