@@ -66,10 +66,25 @@ def run_on_devices(tmp_path: Path) -> Callable[[int, str], dict[str, np.ndarray]
     return run
 
 
+@pytest.fixture(scope="session")
+def smoke_cache(tmp_path_factory) -> Path:
+    """The session's result cache for the studies' smoke runs: empty at the start of the session."""
+    return tmp_path_factory.mktemp("smoke_cache")
+
+
 @pytest.fixture(scope="module")
-def fresh_cache(tmp_path_factory) -> Iterator[Path]:
-    """A module's own empty result cache (QLIB_CACHE), so a study's smoke run computes every point."""
-    path = tmp_path_factory.mktemp("cache")
+def fresh_cache(smoke_cache) -> Iterator[Path]:
+    """The session's smoke cache (QLIB_CACHE), empty when a study's smoke run first uses it, so the
+    study test computes every point; the notebook tests run last (see below) and read the same
+    entries instead of computing them a second time (``make test`` stays cheap; the code that
+    computes them is run by the study tests)."""
     with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("QLIB_CACHE", str(path))
-        yield path
+        mp.setenv("QLIB_CACHE", str(smoke_cache))
+        yield smoke_cache
+
+
+def pytest_collection_modifyitems(config, items):
+    """Notebook executions last, after the study tests have filled the smoke cache."""
+    last = [it for it in items if it.nodeid.startswith("tests/test_notebooks.py::test_notebook_runs_in_smoke_mode")]
+    if last:
+        items[:] = [it for it in items if it not in last] + last
