@@ -58,6 +58,10 @@ def test_d1_is_independent_mm1_queues():
     r = sm.simulate(50, 1, lam, steps=100_000, replicas=24, seed=3, burn_in=20_000, initial="fluid")
     est = r.tail_fraction_estimate()
     assert_within(est, lam ** np.arange(est.mean.size), what="M/M/1")
+    # near wrong models: JSQ(2) (its n = oo law, s_i = lam^(2^i - 1)) and lam +- 5%
+    i = np.arange(est.mean.size)
+    for wrong in (lam ** (2.0**i - 1), (lam * 1.05) ** i, (lam * 0.95) ** i):
+        assert np.any(np.abs(est.mean - wrong) > Z * est.stderr + 1e-5)
 
 
 @pytest.mark.parametrize("n,d,lam,steps", [(1000, 5, 0.9, 400_000), (3, 2, 0.8, 100_000)])
@@ -91,6 +95,8 @@ def test_large_n_stays_at_fluid_fixed_point():
     # 5 SE plus the O(1/n) finite-n bias of the stationary mean (refined mean field), 20/n.
     dev = np.abs(est.mean - fp)
     assert np.all(dev < Z * est.stderr + 20 / n), (est.mean, fp)
+    for dw in (d - 1, d + 1):  # near wrong models fail the same tolerance
+        assert np.any(np.abs(est.mean - sm.fluid_fixed_point(dw, lam, r.levels)) > Z * est.stderr + 20 / n), dw
     assert np.all(np.abs(r.counts / n - fp) < 1e-2)
 
 
