@@ -130,6 +130,27 @@ def test_overflow_grows_the_cap_and_reruns_the_chunk():
     assert K.final_levels(2, int(small.peak().max())) == small.levels
 
 
+def test_the_cap_grows_exactly_when_an_arrival_would_pass_it():
+    # one queue from length 5 under a cap of 6 levels, one step at a time: while its length is
+    # <= 6 the cap stays 6 (length 6 fits); the first arrival at length 6 would pass it, so the
+    # cap grows then (to grown(6)) and the customer is kept
+    params = K.lane_params([(1, 1, None, 2.0**-43)], [1])
+    _, rng0, _, _ = _lanes(1, True)
+    u0 = np.ones((1, 6, 1), np.uint32)  # u_0..u_5 = 1: length 5
+    drv = K.ChainDriver(u0, rng0[:1], params, replacement=True, levels=6, progress=False, total=1, desc="t")
+    seen6 = False
+    for _ in range(5000):
+        drv.run(1, observe="seen")
+        length = int(drv.counts()[0, 1:, 0].sum())
+        if length <= 6:
+            assert drv.levels == 6, (length, drv.levels)
+            seen6 |= length == 6
+        else:
+            assert length == 7 and drv.levels == K.grown(6)
+            break
+    assert seen6 and drv.levels == K.grown(6)
+
+
 def test_public_api_matches_golden_outputs():
     """simulate, meeting_times and coupled_paths reproduce tests/data/supermarket_golden.npz bit
     for bit (83 arrays over R = 1, 3, 64, burn-in, batches, trajectories, level growth, no
