@@ -16,7 +16,7 @@ semantically meaningful mutants (an off-by-one in a rank, a rounding rule, a swa
 rule) with a targeted test list each, so that the run fits in CI; both tools instead generate
 every operator mutant of a file (thousands here, each needing a fresh process and JAX
 compilation: hours), mutmut rewrites functions through trampolines that jax.jit would trace,
-and neither is a dependency of the project. The runner is ~150 lines of standard library.
+and neither is a dependency of the project. This runner is one short file of standard library.
 
 A JAX persistent compilation cache is shared by the runs (the unmutated kernels compile once).
 """
