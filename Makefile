@@ -1,6 +1,10 @@
 # make test     — set up (a .venv unless an environment is active) and run the test-suite,
-#                 which executes every notebook in smoke mode.
+#                 which executes every notebook in smoke mode (<= 6 min, <= 4 GB on a 2-core laptop).
 # make test-quick — the same without the slow tests (notebook execution): the quick local loop.
+# make validate — the heavy validations (exact n = 10, long simulations against published
+#                 numbers): pytest -m validation.
+# make mutants  — the mutation check: named one-line mutants of the kernels, each must fail
+#                 the tests (tests/mutants/run.py).
 # make figures  — set up and run the main job: every notebook in full mode -> figures/,
 #                 and the claims table -> figures/claims.md.
 # make bench    — the benchmark suite -> benchmarks/README.md tables and plots.
@@ -15,7 +19,7 @@ PY := python
 endif
 STAMP := $(if $(VENV),$(VENV),.)/.qlib-installed
 
-.PHONY: setup test test-quick figures bench bench-quick browser-test claims clean
+.PHONY: setup test test-quick validate mutants figures bench bench-quick browser-test claims clean
 
 $(STAMP): pyproject.toml
 	@if [ -n "$(VENV)" ] && [ ! -x "$(PY)" ]; then python3 -m venv $(VENV); fi
@@ -29,7 +33,13 @@ test: setup
 	$(PY) -m pytest
 
 test-quick: setup
-	$(PY) -m pytest -m "not slow"
+	$(PY) -m pytest -m "not slow and not validation"
+
+validate: setup
+	$(PY) -m pytest -m validation
+
+mutants: setup
+	$(PY) tests/mutants/run.py
 
 figures: setup
 	$(PY) -m qlib figures

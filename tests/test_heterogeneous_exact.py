@@ -136,7 +136,10 @@ def test_claims_and_identities(mus, rho):
             assert P[m] - P[l] == pytest.approx((1 - mus[m] / mus[l]) * J.busy_idle[m, l], abs=1e-12)
             # the three claims, strict (both joint probabilities are positive)
             assert J.both_busy[l, m] > 0 and J.busy_idle[m, l] > 0
-            assert P[l] < P[m] or (P[m] - P[l]) < 1e-13  # gap may sit below rounding
+            # P_l < P_m; where the exact gap (1 - mu_m/mu_l) P(m busy, l idle) is below
+            # rounding, P_l may exceed P_m by rounding only, never by more
+            gap = (1 - mus[m] / mus[l]) * J.busy_idle[m, l]
+            assert P[l] < P[m] or (gap < 1e-13 and P[l] - P[m] <= 1e-13), (P[l], P[m], gap)
             assert mus[l] * P[l] > mus[m] * P[m]
             assert mus[m] / mus[l] * P[m] < P[l] <= P[m]
 

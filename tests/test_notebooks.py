@@ -46,10 +46,12 @@ def test_drift_is_detected(tmp_path):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("path", PATHS, ids=IDS)
-def test_notebook_runs_in_smoke_mode(path, tmp_path):
+def test_notebook_runs_in_smoke_mode(path, tmp_path, smoke_cache):
+    # the smoke cache the study tests filled (they run first): the notebook draws and checks its
+    # figures from those entries instead of recomputing them
     nb = notebooks.execute(path, smoke=True, timeout=600,
                            extra_env={"QLIB_FIGURES": str(tmp_path / "figures"),
-                                      "QLIB_CACHE": str(tmp_path / "cache")})
+                                      "QLIB_CACHE": str(smoke_cache)})
     errors = [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", [])
               if o.get("output_type") == "error"]
     assert not errors
@@ -57,7 +59,7 @@ def test_notebook_runs_in_smoke_mode(path, tmp_path):
     out = tmp_path / "run.ipynb"
     nbformat.write(nb, out)
     text = out.read_text()
-    assert str(tmp_path) not in text, "an absolute path of this machine leaked into the outputs"
+    assert str(tmp_path) not in text and str(smoke_cache) not in text, "an absolute path of this machine leaked into the outputs"
     assert notebooks.WIDGET_VIEW not in text and '"execution"' not in text
 
 

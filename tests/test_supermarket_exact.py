@@ -221,7 +221,7 @@ def test_n10_light_load():
     assert np.all(ex.tail_fraction[2:] > fluid[2:]) and np.all(ex.tail_fraction[2:] < 0.7 ** np.arange(2, 9))
 
 
-@pytest.mark.slow
+@pytest.mark.validation  # ~10 GB, minutes: make validate; test_n10_light_load is its quick twin (same solver path)
 def test_n10_issue_target():
     # issue 11 item 5: n = 10, lam = 0.9, levels 0..14 with the boundary mass below 1e-7
     # (17.6 million states, ~10 GB, ~100 s on a quiet core)

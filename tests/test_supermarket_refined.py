@@ -17,7 +17,7 @@ Order 2 (Gast, Bortolussi & Tribastone 2019):
 - the structured computation against a dense, generic one (full autodiff tensors, Kronecker
   solves, no Isserlis shortcut) at L = 4;
 - simulation at d = 2 (``simulate``, 32 replicas): at n = 50 order 2 is inside the 99% CI where
-  order 1 is not (the slow test adds n = 10, 20, 100 and lam = 0.7).
+  order 1 is not (the validation test, make validate, adds n = 10, 20, 100 and lam = 0.7).
 """
 
 from math import comb
@@ -390,7 +390,7 @@ def test_order2_against_simulation_n40():
     assert np.all(np.abs(z[0][2:5]) > 10), z  # the fluid value is far out at every level 2-4
 
 
-@pytest.mark.slow
+@pytest.mark.validation  # 8 long runs: make validate; test_order2_against_simulation_n40 is the quick twin
 @pytest.mark.parametrize("lam", [0.6, 0.7])
 @pytest.mark.parametrize("n,steps", [(10, 4 * 10**6), (20, 4 * 10**6), (50, 8 * 10**6), (100, 16 * 10**6)])
 def test_order2_against_simulation_long(n, steps, lam):

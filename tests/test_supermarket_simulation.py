@@ -33,10 +33,20 @@ def assert_within(est: stats.Estimate, exact, *, z=Z, floor=1e-5, what=""):
 @pytest.mark.parametrize("n,d,lam", [(2, 2, 0.6), (3, 2, 0.8), (4, 3, 0.7), (3, 3, 0.5)])
 def test_matches_exact_small_n(n, d, lam, replacement):
     exact = sm.exact_tail_fraction(n, d, lam, 8, replacement=replacement)
-    r = sm.simulate(n, d, lam, steps=60_000, replicas=32, seed=11, burn_in=2_000,
+    r = sm.simulate(n, d, lam, steps=120_000, replicas=32, seed=11, burn_in=2_000,
                     replacement=replacement, levels=10)
     est = r.tail_fraction_estimate()
     assert_within(est, exact, what=f"n={n} d={d} lam={lam} replacement={replacement}")
+    # long enough to see a 3% error at length 2, the first tail the routing moves (E[u_1] = lam n
+    # for every rule): 5 SE < 3% of it
+    assert Z * est.stderr[2] < 0.03 * exact[2], (est.stderr[2], exact[2])
+    # and the near wrong models JSQ(d - 1), JSQ(d + 1) and lam +- 5% fail the same tolerance
+    wrong = [(d + 1, lam)] + ([(d - 1, lam)] if d > 1 else []) + [(d, lam * 1.05), (d, lam * 0.95)]
+    for dw, lw in wrong:
+        if not replacement and dw > n:
+            continue
+        other = sm.exact_tail_fraction(n, dw, lw, 8, replacement=replacement)
+        assert np.any(np.abs(est.mean[:9] - other) > Z * est.stderr[:9] + 1e-5), (dw, lw)
     # the comparison has teeth: the other sampling mode is distinguishable where they differ
     if not replacement and d <= n:
         other = sm.exact_tail_fraction(n, d, lam, 8, replacement=True)
@@ -48,15 +58,22 @@ def test_d1_is_independent_mm1_queues():
     r = sm.simulate(50, 1, lam, steps=100_000, replicas=24, seed=3, burn_in=20_000, initial="fluid")
     est = r.tail_fraction_estimate()
     assert_within(est, lam ** np.arange(est.mean.size), what="M/M/1")
+    # near wrong models: JSQ(2) (its n = oo law, s_i = lam^(2^i - 1)) and lam +- 5%
+    i = np.arange(est.mean.size)
+    for wrong in (lam ** (2.0**i - 1), (lam * 1.05) ** i, (lam * 0.95) ** i):
+        assert np.any(np.abs(est.mean - wrong) > Z * est.stderr + 1e-5)
 
 
-def test_mean_busy_fraction_is_lam():
-    # Little/flow balance: E[u_1] = lam n, any n and d.
-    lam = 0.9
-    r = sm.simulate(1000, 5, lam, steps=400_000, replicas=24, seed=5, burn_in=50_000, initial="fluid")
+@pytest.mark.parametrize("n,d,lam,steps", [(1000, 5, 0.9, 400_000), (3, 2, 0.8, 100_000)])
+def test_mean_busy_fraction_is_lam(n, d, lam, steps):
+    # Little/flow balance: E[u_1] = lam n, any n and d -- and any routing rule, so no d +- 1
+    # model can fail it; its near wrong models are lam +- 5%. At n = 3 a departure-rank error
+    # moves it by far more than 5 SE (at n = 1000 only by ~1e-3: the exact tests see that one).
+    r = sm.simulate(n, d, lam, steps=steps, replicas=24, seed=5, burn_in=steps // 8, initial="fluid")
     est = stats.replica_mean(r.tail_fraction[:, 1])
     assert abs(est.mean - lam) < Z * est.stderr, (est.mean, est.stderr)
-    assert est.stderr < 2e-3  # the check is sharp, not vacuous
+    for wrong in (lam * 1.05, lam * 0.95):
+        assert abs(est.mean - wrong) > Z * est.stderr
 
 
 def test_second_identity_from_snapshots():
@@ -78,6 +95,8 @@ def test_large_n_stays_at_fluid_fixed_point():
     # 5 SE plus the O(1/n) finite-n bias of the stationary mean (refined mean field), 20/n.
     dev = np.abs(est.mean - fp)
     assert np.all(dev < Z * est.stderr + 20 / n), (est.mean, fp)
+    for dw in (d - 1, d + 1):  # near wrong models fail the same tolerance
+        assert np.any(np.abs(est.mean - sm.fluid_fixed_point(dw, lam, r.levels)) > Z * est.stderr + 20 / n), dw
     assert np.all(np.abs(r.counts / n - fp) < 1e-2)
 
 
@@ -146,14 +165,38 @@ def test_initial_states():
         sm.initial_counts(3, 2, 0.5, [3, 2, 1])  # counts of (3 >= 0, 2 >= 1, 1 >= 2) or lengths 3, 2, 1
 
 
+def _step_moves(u, n, d, lam, replacement=True):
+    """Per level i >= 1, the probabilities that one step raises u_i (an arrival joins length
+    i - 1) and lowers it (a departure from length i), from the state u (levels 0..L)."""
+    from math import comb
+
+    m = len(u)  # levels 1..m: one above the start's top
+    u = [int(x) for x in u] + [0, 0]
+    p = lam / (1 + lam)
+    g = (lambda x: (x / n) ** d) if replacement else (lambda x: comb(x, d) / comb(n, d) if x >= d else 0.0)
+    up = np.array([p * (g(u[i - 1]) - g(u[i])) for i in range(1, m + 1)])
+    down = np.array([(1 - p) * (u[i] - u[i + 1]) / n for i in range(1, m + 1)])
+    return up, down
+
+
 def test_huge_n_runs_and_keeps_exact_counts():
-    n = 10**9
-    r = sm.simulate(n, 100, 0.999, steps=200_000, replicas=2, seed=1, initial="fluid")
-    assert r.counts[:, 0].tolist() == [n, n]
+    # n = 1e9: 2e5 steps move the state by at most 2e-4 of n, so the per-step move
+    # probabilities stay those of the start and the count changes are sums of i.i.d. steps:
+    # each level's mean change over the replicas must be T (up - down) to 5 SE, and the near
+    # wrong models (d + 1; lam 5% higher) must miss by more than that.
+    n, d, lam, T, R = 10**9, 2, 0.9, 200_000, 4
+    u0 = np.array([n, 8 * n // 10, n // 2, n // 5])
+    r = sm.simulate(n, d, lam, steps=T, replicas=R, seed=1, initial={"counts": u0})
+    assert r.counts[:, 0].tolist() == [n] * R
     assert np.all(np.diff(r.counts, axis=1) <= 0) and np.all(r.counts >= 0)
-    # 2e5 steps move at most 2e5 customers: the profile is still the fluid one to ~2e-4.
-    fp = sm.fluid_fixed_point(100, 0.999, r.levels)
-    assert np.all(np.abs(r.tail_fraction - fp) < 3e-4)
+    top = np.pad(r.counts, ((0, 0), (0, max(0, u0.size + 1 - r.counts.shape[1]))))
+    delta = (top[:, 1:u0.size + 1] - np.pad(u0, (0, 1))[1:]).mean(axis=0)
+    up, down = _step_moves(u0, n, d, lam)
+    se = np.sqrt(T * (up + down - (up - down) ** 2) / R)
+    expect = T * (up - down)
+    assert np.all(np.abs(delta - expect) < Z * se), (delta, expect, se)
+    for wrong in (_step_moves(u0, n, d + 1, lam), _step_moves(u0, n, d, lam * 1.05)):
+        assert np.any(np.abs(delta - T * (wrong[0] - wrong[1])) > Z * se)
 
 
 BAD = [
@@ -293,7 +336,27 @@ def test_counts_stay_in_zero_n_at_the_extremes(n, d, replacement):
     r = sm.simulate(n, d, one_minus_lam=1e-3, steps=20_000, replicas=4, seed=2, initial=[n, n, n // 2],
                     replacement=replacement, record_every=50)
     assert _valid_counts(r.trajectory, n) and _valid_counts(r.counts, n)
-    assert np.all(r.tail_fraction <= 1.0) and np.all(r.tail_fraction[:, 1] > 0.99)
+    assert np.all(r.tail_fraction <= 1.0)
+    # the dynamics, not only the range: nearly every queue stays busy (u_1 ~ n), so every
+    # departure is real and the customers change by (#arrivals - #departures), mean T (2p - 1)
+    # per replica; lam 5% lower must miss by more than 5 SE
+    T, R = 20_000, 4
+    u0 = np.array([n, n, n // 2])
+    change = (r.counts[:, 1:].sum(axis=1) - u0[1:].sum()).astype(float)
+    p = (1 - 1e-3) / (2 - 1e-3)
+    se = np.sqrt(T * (1 - (2 * p - 1) ** 2) / R)
+    assert abs(change.mean() - T * (2 * p - 1)) < Z * se, change
+    p_wrong = 0.95 * (1 - 1e-3) / (1 + 0.95 * (1 - 1e-3))
+    assert abs(change.mean() - T * (2 * p_wrong - 1)) > Z * se
+    # an arrival joins a queue of length 2 with probability g(u_2) ~ 2^-d: never at d >= 1e9,
+    # about 1/128 of arrivals at d = 7 (d +- 1 doubles or halves it)
+    u3 = r.counts[:, 3].sum() if r.counts.shape[1] > 3 else 0
+    if d >= 10**9:
+        assert u3 == 0
+    else:
+        rate = lambda dd: R * T * p * 2.0**-dd  # noqa: E731  # expected u_3 at the end (its departures are few)
+        assert abs(u3 - rate(d)) < Z * np.sqrt(rate(d)) + 0.05 * rate(d), (u3, rate(d))
+        assert all(abs(u3 - rate(dd)) > Z * np.sqrt(rate(d)) for dd in (d - 1, d + 1))
 
 
 def test_lam_resolution_and_largest_d_are_checked(monkeypatch):
