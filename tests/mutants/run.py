@@ -36,6 +36,7 @@ from typing import NamedTuple
 
 ROOT = Path(__file__).resolve().parents[2]
 CHAIN = "qlib/supermarket/chain.py"
+POINT = "qlib/supermarket/point.py"  # the validated point holds the exact arrival threshold
 HET = "qlib/heterogeneous/simulate.py"
 
 REF = "tests/test_supermarket_references.py"
@@ -94,13 +95,13 @@ MUTANTS = [
       "x = jnp.where(z < -_LN2, jnp.floor(nf * ez), nf + jnp.floor(nf * em1))",
       "x = jnp.where(z < -_LN2, jnp.round(nf * ez), nf + jnp.round(nf * em1))",
       "floor -> round in the join threshold x = floor(n U^(1/d))"),
-    M("arrival_round_to_floor", CHAIN, "return int(math.floor(p * 2**64 + Fraction(1, 2)))",
+    M("arrival_round_to_floor", POINT, "return int(math.floor(p * 2**64 + Fraction(1, 2)))",
       "return int(math.floor(p * 2**64))", "floor in place of round in the arrival threshold A"),
     M("sampling_rules_swapped", CHAIN, "log_g = log_falling(uf, p.d) - p.log_norm",
       "log_g = p.d * (jnp.log(uf) - jnp.log(p.n.astype(jnp.float64)))",
       "without replacement, g(u) = (u/n)^d of sampling with replacement"),
-    M("sampling_rules_swapped_events", CHAIN, "    if replacement:\n        x = jnp.where(arrival,",
-      "    if not replacement:\n        x = jnp.where(arrival,",
+    M("sampling_rules_swapped_events", CHAIN, "    if replacement:\n        x = join_threshold(log_u, p.n, p.d)",
+      "    if not replacement:\n        x = join_threshold(log_u, p.n, p.d)",
       "the event maps of the two sampling rules swapped (_events)"),
     M("tie_toward_longer_queue", CHAIN, "return u[:, 1:] > ev.x[None, None]", "return u[:, 1:] >= ev.x[None, None]",
       "u_i >= x for u_i > x: a tie at the threshold goes to the longer queue"),
