@@ -355,3 +355,15 @@ def test_level_growth_is_checked_against_memory(monkeypatch):
     monkeypatch.setattr(_validate, "available_memory", lambda: int(4 * per_level))
     with pytest.raises(ValueError, match=r"\blevels\b.*grows to 6"):
         sm.simulate(10, 2, 0.95, steps=30_000, replicas=4, seed=2, levels=2)
+
+
+def test_to_dataframe_is_tidy():
+    """issue 20, item 9: one row per (replica, level), the point's parameters as columns."""
+    r = sm.simulate(50, 3, 0.9, steps=5000, replicas=3, seed=2)
+    df = r.to_dataframe()
+    assert len(df) == r.replicas * (r.levels + 1)
+    assert set(df[["n", "d", "lam", "replacement"]].drop_duplicates().itertuples(index=False)) == {(50, 3, 0.9, True)}
+    row = df[(df.replica == 1) & (df.level == 2)].iloc[0]
+    assert row.tail_fraction == r.tail_fraction[1, 2] and row.counts == r.counts[1, 2]
+    assert row.max_length_probability == r.max_length_distribution[1, 2]
+    np.testing.assert_allclose(df.groupby("replica").queue_length_fraction.sum(), 1.0)

@@ -212,6 +212,25 @@ class SupermarketResult:
         """Model time covered by the measured steps: steps / ((1 + lam) n)."""
         return self.steps / ((1.0 + self.lam) * self.n)
 
+    def to_dataframe(self):
+        """A tidy pandas DataFrame: one row per (replica, level i), with the point's parameters
+        (n, d, lam, one_minus_lam, replacement), seed, steps and burn_in, then
+        ``tail_fraction`` (time-average u_i/n), ``queue_length_fraction`` (length exactly i),
+        ``max_length_probability`` (P(max = i)) and the final ``counts`` u_i."""
+        import pandas as pd
+
+        R, L1 = self.tail_fraction.shape
+        p = self.point
+        return pd.DataFrame({
+            "n": p.n, "d": p.d, "lam": p.lam, "one_minus_lam": p.one_minus_lam, "replacement": p.replacement,
+            "seed": self.seed, "steps": self.steps, "burn_in": self.burn_in,
+            "replica": np.repeat(np.arange(R), L1), "level": np.tile(np.arange(L1), R),
+            "tail_fraction": self.tail_fraction.ravel(),
+            "queue_length_fraction": self.queue_length_distribution.ravel(),
+            "max_length_probability": self.max_length_distribution.ravel(),
+            "counts": self.counts.ravel(),
+        })
+
     def tail_fraction_estimate(self):
         """Mean and standard error of ``tail_fraction``: over replicas if there are several,
         else by batch means of the single run (needs ``batches >= 2``)."""
