@@ -629,9 +629,9 @@ class ChainDriver:
         G = self.per_device
         group = group_width(G, self.levels, self.chains, observe, self.replacement)
         block = block_length(group, self.replacement)
-        # a short chunk (a record point, a batch end) draws a short block: three sizes at
-        # most, so few compiles
-        block = next((b for b in (16, 256) if m <= b < block), block)
+        # a short chunk (a frame of a trajectory, a batch end) draws a short block, so a frame
+        # of record_every = 1 draws one step, not 16: four sizes at most, so few compiles
+        block = next((b for b in (1, 4, 16, 256) if m <= b < block), block)
         fn = _advance_fn(self.devices, tuple(np.ndim(o) for o in obs), self.replacement,
                          observe, block, group, frames, not self.replacement)
         with jax.enable_x64(True):

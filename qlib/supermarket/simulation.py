@@ -490,10 +490,14 @@ def _run(pts: list[_Plan], R: int, replacement: bool, batches: int, record_every
                                                  for b in range(1, batches + 1)} for j, p in enumerate(pts)}
     record_at = {j: (set(range(p.burn_in + record_every, p.end + 1, record_every)) if record_every else set())
                  for j, p in enumerate(pts)}
-    cuts = set()
+    hard = set()  # where the sums are read (batch ends) or the lane masks change (burn-in ends, ends)
     for j, p in enumerate(pts):
-        cuts |= set(batch_ends[j]) | record_at[j] | ({p.burn_in} if p.burn_in else set())
+        hard |= set(batch_ends[j]) | ({p.burn_in} if p.burn_in else set()) | {p.end}
+    cuts = set(hard)
+    for j in range(P):
+        cuts |= record_at[j]
     cuts = sorted(cuts)
+    recorders = [frozenset(j for j in range(P) if c in record_at[j]) for c in cuts]
 
     lane_point = np.empty(lanes, np.int64)
     for j in range(P):
@@ -509,11 +513,40 @@ def _run(pts: list[_Plan], R: int, replacement: bool, batches: int, record_every
         total_busy = np.zeros((drv.levels + 1, lanes), np.int64)
         batch_sum: dict[int, list] = {j: [] for j in range(P)}
         last_batch = _exact_zeros((drv.levels + 1, lanes), big)
-        traj: dict[int, list] = {j: [] for j in range(P)}
-        t = 0
-        for cut in cuts:
+        traj: dict[int, list] = {j: [] for j in range(P)}  # blocks of frames (F, L+1, R)
+        t, i = 0, 0
+        while i < len(cuts):
+            cut = cuts[i]
             active = stop > t
             measuring = active & (burn <= t)
+            # A run of record points every record_every steps, recorded by the same points and
+            # with no batch end, burn-in end or end before its last one, is one kernel call that
+            # stores the counts in a buffer after each frame (no host round trip per frame).
+            k = i
+            while (record_every and k < len(cuts) and recorders[k] and recorders[k] == recorders[i]
+                   and cuts[k] == t + (k - i + 1) * record_every and (k == i or cuts[k - 1] not in hard)):
+                k += 1
+            frames = k - i
+            if frames >= 2:
+                out = drv.run(record_every, observe="sums", active=drv.mask(active), frames=frames)
+                if drv.levels + 1 > total_u.shape[0]:
+                    w = drv.levels + 1
+                    total_u, total_busy, last_batch = (K.pad_levels(a, w) for a in (total_u, total_busy, last_batch))
+                su, sb = drv.lanes_of(out["sum_u"]), drv.lanes_of(out["sum_busy"])
+                total_u[:, measuring] += su[:, measuring].astype(total_u.dtype)
+                total_busy[:, measuring] += sb[:, measuring]
+                w = drv.levels + 1
+                fr = np.stack([K.pad_levels(f[0], w) for f in out["frames"]])[..., drv.pos[:drv.lanes]]
+                for j in recorders[i]:
+                    traj[j].append(fr[..., lane0[j]: lane0[j] + R].copy())
+                t, i = cuts[k - 1], k
+                for j in range(P):
+                    if t in batch_ends[j]:
+                        sl = slice(lane0[j], lane0[j] + R)
+                        batch_sum[j].append((total_u[:, sl] - last_batch[:, sl]).copy())
+                        last_batch[:, sl] = total_u[:, sl]
+                continue
+            i += 1
             if cut > t:
                 out = drv.run(cut - t, observe="sums" if measuring.any() else "seen", active=drv.mask(active))
                 if drv.levels + 1 > total_u.shape[0]:
@@ -533,7 +566,7 @@ def _run(pts: list[_Plan], R: int, replacement: bool, batches: int, record_every
                 if t in record_at[j]:
                     if u_now is None:
                         u_now = drv.counts()[0]
-                    traj[j].append(u_now[:, sl].copy())
+                    traj[j].append(u_now[None, :, sl].copy())
         peak = drv.peak()
         counts = drv.counts()[0]
         state = drv.rng()
@@ -555,7 +588,11 @@ def _run(pts: list[_Plan], R: int, replacement: bool, batches: int, record_every
         lengths = np.diff([p.burn_in] + sorted(batch_ends[j]))
         bt = np.stack([fit(b).astype(np.float64).T for b in batch_sum[j]], axis=1) \
             / (lengths[None, :, None] * float(p.n))
-        tr = np.stack([fit(f).T for f in traj[j]], axis=1).astype(np.int64) if traj[j] else None
+        tr = None
+        if traj[j]:  # blocks (F, L_b+1, R) -> (R, frames, L+1)
+            wide = max(w, max(b.shape[1] for b in traj[j]))
+            tr = np.concatenate([K.pad_levels(b, wide, axis=1)[:, :w] for b in traj[j]], axis=0)
+            tr = np.ascontiguousarray(tr.transpose(2, 0, 1)).astype(np.int64)
         results.append(SupermarketResult(
             point=p.point, steps=p.steps, burn_in=p.burn_in, seed=p.seed, tail_fraction=tail, max_length=max_length, max_length_distribution=max_dist,
             counts=np.ascontiguousarray(fit(counts[:, sl]).T), batch_tail_fraction=bt,
