@@ -536,7 +536,8 @@ def _run(pts: list[_Plan], R: int, replacement: bool, batches: int, record_every
                 total_u[:, measuring] += su[:, measuring].astype(total_u.dtype)
                 total_busy[:, measuring] += sb[:, measuring]
                 w = drv.levels + 1
-                fr = np.stack([K.pad_levels(f[0], w) for f in out["frames"]])[..., drv.pos[:drv.lanes]]
+                # the driver keeps every frame of a call at its current width (it pads them on growth)
+                fr = K.pad_levels(np.stack([f[0] for f in out["frames"]]), w, axis=1)[..., drv.pos[:drv.lanes]]
                 for j in recorders[i]:
                     traj[j].append(fr[..., lane0[j]: lane0[j] + R].copy())
                 t, i = cuts[k - 1], k
