@@ -311,9 +311,28 @@ def to_json(rows: list[ClaimRow]) -> str:
                       default=str)
 
 
+def to_dataframe(rows: list[ClaimRow]):
+    """The claims table as a tidy pandas DataFrame: one row per table row, numbered as in
+    :func:`to_markdown`, with every field (``counterfactuals`` as their count, how many of them
+    fail, and their text), the verdict and soundness."""
+    import pandas as pd
+
+    out = []
+    for i, r in enumerate(rows, 1):
+        d = {f: getattr(r, f) for f in r.__dataclass_fields__ if f != "counterfactuals"}
+        d.update(number=i, verdict=r.verdict, sound=r.sound, wrong_models=len(r.counterfactuals),
+                 wrong_models_failing=sum(not c.passed for c in r.counterfactuals), wrong_models_text=_cf_text(r))
+        out.append(d)
+    cols = ["number", "source", "kind", "claim", "parameters", "start", "taus", "theory", "measured", "criterion",
+            "threshold", "verdict", "passed", "sound", "wrong_models", "wrong_models_failing", "wrong_models_text",
+            "outcome", "resolution", "reference"]
+    df = pd.DataFrame(out)
+    return df[[c for c in cols if c in df] + [c for c in df if c not in cols]] if len(df) else pd.DataFrame(columns=cols)
+
+
 def _md(s: str) -> str:
     return str(s).replace("|", "\\|").replace("\n", " ")
 
 
 __all__ = ["ClaimRow", "ClaimSpec", "Counterfactual", "STUDIES", "KINDS", "VERDICTS", "MIN_TAUS", "collect",
-           "combine", "counts", "decide", "exit_failed", "summary", "to_markdown", "to_text", "to_json"]
+           "combine", "counts", "decide", "exit_failed", "summary", "to_markdown", "to_text", "to_json", "to_dataframe"]

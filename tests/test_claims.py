@@ -113,3 +113,15 @@ def test_claim_specs_read_their_thresholds_from_parameters():
             for mode in ("full", "smoke"):
                 values = spec.threshold_values(m.PARAMETERS[mode])  # KeyError if a threshold is not there
                 assert len(values) == len(spec.thresholds), (title, spec.key)
+
+
+def test_to_dataframe_one_row_per_table_row():
+    """issue 20, item 9: the claims table as a DataFrame, numbered as in the markdown."""
+    cf = claims.Counterfactual("JSQ(2)", "0.0", False)
+    rows = [claims.ClaimRow("k = 2", "d=10", "2", "0.99", True, "modal max == k", counterfactuals=(cf,)),
+            claims.ClaimRow("sum = lam", "p", "lam", "lam", True, "<= 5 SE", kind="identity")]
+    df = claims.to_dataframe(rows)
+    assert list(df.number) == [1, 2] and list(df.verdict) == ["PASS", "PASS"]
+    assert list(df.wrong_models) == [1, 0] and df.wrong_models_failing[0] == 1 and bool(df.sound[0])
+    assert df.columns[0] == "number" and "counterfactuals" not in df
+    assert len(claims.to_dataframe([])) == 0

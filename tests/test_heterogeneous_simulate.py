@@ -506,3 +506,13 @@ def test_kernel_limits():
         H.simulate(10.0, np.ones(17), steps=10, policy="longest_idle", kernel="bits")
     r = H.simulate(0.7 * 40, np.ones(40), steps=2_000, replicas=2, policy="longest_idle")  # array kernel
     assert r.busy_fraction.shape == (2, 40) and np.all(np.isfinite(r.busy_fraction))
+
+
+def test_to_dataframe_one_row_per_replica_and_server():
+    """issue 20, item 9."""
+    s = H.simulate(3.0, [3.0, 2.0, 1.0], steps=2000, replicas=2, seed=0)
+    df = s.to_dataframe()
+    assert len(df) == 2 * 3 and list(df.server) == [0, 1, 2, 0, 1, 2]
+    np.testing.assert_array_equal(df.busy_fraction.to_numpy().reshape(2, 3), s.busy_fraction)
+    np.testing.assert_array_equal(df.mu[:3], [3.0, 2.0, 1.0])
+    assert (df.groupby("replica").mean_queue.nunique() == 1).all()

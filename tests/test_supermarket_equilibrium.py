@@ -149,3 +149,13 @@ def test_progress_shows_the_precision_target_not_the_step_budget(monkeypatch):
     assert bar.n == pytest.approx(2.0)
     assert all(p["target"] == "0.2" for p in bar.postfix) and bar.postfix[-1]["worst"] == "done"
     assert all(x.converged for x in e) or bar.postfix[-1]["round"] >= 1
+
+
+def test_to_dataframe_one_row_per_level():
+    """issue 20, item 9."""
+    e = sm.estimate_equilibrium(30, 3, 0.8, batches=3, replicas=2, burn_in="tau", progress=False)
+    df = e.to_dataframe()
+    assert list(df.level) == list(range(e.levels + 1))
+    np.testing.assert_array_equal(df.tail_fraction, e.tail_fraction)
+    np.testing.assert_array_equal(df.tail_fraction_ci_low, e.ci_low)
+    assert (df.n == 30).all() and (df.converged == e.converged).all()

@@ -418,3 +418,43 @@ def test_level_growth_is_checked_against_memory(monkeypatch):
     monkeypatch.setattr(_validate, "available_memory", lambda: int(4 * per_level))
     with pytest.raises(ValueError, match=r"\blevels\b.*grows to 6"):
         sm.simulate(10, 2, 0.95, steps=30_000, replicas=4, seed=2, levels=2)
+
+
+def test_to_dataframe_is_tidy():
+    """issue 20, item 9: one row per (replica, level), the point's parameters as columns."""
+    r = sm.simulate(50, 3, 0.9, steps=5000, replicas=3, seed=2)
+    df = r.to_dataframe()
+    assert len(df) == r.replicas * (r.levels + 1)
+    assert set(df[["n", "d", "lam", "replacement"]].drop_duplicates().itertuples(index=False)) == {(50, 3, 0.9, True)}
+    row = df[(df.replica == 1) & (df.level == 2)].iloc[0]
+    assert row.tail_fraction == r.tail_fraction[1, 2] and row.counts == r.counts[1, 2]
+    assert row.max_length_probability == r.max_length_distribution[1, 2]
+    np.testing.assert_allclose(df.groupby("replica").queue_length_fraction.sum(), 1.0)
+
+
+@pytest.mark.parametrize("every,burn,batches", [(1, 0, 1), (3, 7, 2), (5, 10, 3)])
+def test_trajectory_is_the_counts_of_the_continued_chain(every, burn, batches):
+    """issue 20, item 8: frames recorded inside the kernel are the counts a step-by-step
+    continuation reaches, bit for bit (burn-in, batch ends and level growth in between)."""
+    steps = 30 * every
+    r = sm.simulate(20, 2, 0.95, steps=steps, burn_in=burn, replicas=3, seed=4, record_every=every,
+                    batches=batches, levels=2)
+    plain = sm.simulate(20, 2, 0.95, steps=steps, burn_in=burn, replicas=3, seed=4, batches=batches, levels=2)
+    np.testing.assert_array_equal(r.tail_fraction, plain.tail_fraction)
+    np.testing.assert_array_equal(r.batch_tail_fraction, plain.batch_tail_fraction)
+    np.testing.assert_array_equal(r.counts, plain.counts)
+    cur = sm.simulate(20, 2, 0.95, steps=burn, replicas=3, seed=4) if burn else None
+    for f in range(r.trajectory.shape[1]):
+        cur = sm.simulate(20, 2, 0.95, steps=every, replicas=3, **({"initial": cur} if cur else {"seed": 4}))
+        L = min(cur.counts.shape[1], r.trajectory.shape[2])
+        np.testing.assert_array_equal(r.trajectory[:, f, :L], cur.counts[:, :L])
+        assert not r.trajectory[:, f, L:].any() and not cur.counts[:, L:].any()
+
+
+def test_trajectories_of_points_with_different_burn_ins():
+    """Points whose record points do not line up still each match their own simulate call."""
+    pts = [(20, 2, 0.9), (30, 3, 0.8)]
+    many = sm.simulate_many(pts, steps=[40, 60], burn_in=[3, 10], replicas=2, seeds=[1, 2], record_every=4)
+    for p, st, bi, sd, m in zip(pts, [40, 60], [3, 10], [1, 2], many):
+        one = sm.simulate(*p, steps=st, burn_in=bi, replicas=2, seed=sd, record_every=4)
+        np.testing.assert_array_equal(m.trajectory, one.trajectory)

@@ -126,6 +126,24 @@ class SimulationResult:
         """Mean over replicas with its standard error (needs replicas >= 2), e.g. "busy_fraction"."""
         return replica_mean(np.asarray(getattr(self, name)), axis=0)
 
+    def to_dataframe(self):
+        """A tidy pandas DataFrame: one row per (replica, server j), with lam, policy, seed,
+        steps, burn_in, the server's rate ``mu``, its ``busy_fraction`` (P_j) and ``throughput``
+        (mu_j P_j), and the replica's ``mean_queue``, ``wait_fraction``, ``arrivals`` and ``time``
+        (repeated over its servers)."""
+        import pandas as pd
+
+        R, n = self.busy_fraction.shape
+        mus = np.asarray(self.mus, dtype=float)
+        return pd.DataFrame({
+            "lam": self.lam, "policy": self.policy, "seed": self.seed, "steps": self.steps, "burn_in": self.burn_in,
+            "replica": np.repeat(np.arange(R), n), "server": np.tile(np.arange(n), R), "mu": np.tile(mus, R),
+            "busy_fraction": np.asarray(self.busy_fraction).ravel(), "throughput": np.asarray(self.throughput).ravel(),
+            "mean_queue": np.repeat(np.asarray(self.mean_queue), n),
+            "wait_fraction": np.repeat(np.asarray(self.wait_fraction), n),
+            "arrivals": np.repeat(np.asarray(self.arrivals), n), "time": np.repeat(np.asarray(self.time), n),
+        })
+
 
 class _Totals(NamedTuple):
     """Run totals on the devices (replicas last): steps busy and completions per server (n, R),

@@ -486,7 +486,7 @@ def _lane_update(x, y, start):
 
 def _local_advance(state: ChainState, obs, p: LaneParams, active, t0, m, *, replacement: bool,
                    observe: str, block: int, group: int, frames: int, variant: EventMap = MODEL,
-                   flow_replacement: bool = True):
+                   flow_replacement: bool = True, inner: bool = False):
     """Per device: advance every active lane ``frames`` x ``m`` steps (see :class:`ChainDriver`).
 
     Lanes are taken ``group`` at a time and each group runs all ``m`` steps before the next
@@ -547,6 +547,10 @@ def _local_advance(state: ChainState, obs, p: LaneParams, active, t0, m, *, repl
         obs = jax.tree.map(lambda x, y: _lane_update(x, y, s), obs, obg)
         return _lane_update(rng, rg, s), _lane_update(u, ug, s), _lane_update(ovf, og, s), obs
 
+    if frames and inner:  # frames of at most one block each: recorded inside the group's loop
+        return _local_record(state, obs, p, active, t0, m, replacement=replacement, observe=observe,
+                             block=block, group=group, frames=frames, n_groups=n_groups)
+
     def run_frame(carry, _):
         carry = jax.lax.fori_loop(0, n_groups, run_group, carry)
         return carry, carry[1]
@@ -555,23 +559,82 @@ def _local_advance(state: ChainState, obs, p: LaneParams, active, t0, m, *, repl
     if frames == 0:
         carry, _ = run_frame(carry, None)
         us = None
-    else:
+    else:  # long frames: the whole group loop per frame (its cost is spread over many steps)
         carry, us = jax.lax.scan(run_frame, carry, None, length=frames)
     rng, u, ovf, obs = carry
+    return ChainState(rng, u, ovf), obs, us
+
+
+def _local_record(state: ChainState, obs, p: LaneParams, active, t0, m, *, replacement: bool, observe: str,
+                  block: int, group: int, frames: int, n_groups):
+    """:func:`_local_advance` that also records the counts after every ``m`` steps, ``frames``
+    times. Each group draws blocks of whole frames at once (about ``block`` steps), runs each
+    frame's ``m`` steps in the usual small step loop, and stores the counts into the frame
+    buffer after it: one store per recorded value, no host round trip per frame, and the same
+    numbers as ``frames`` calls of ``m`` steps (the draws are counter-based)."""
+    if observe.startswith("meet"):
+        raise ValueError("recording frames is for the 'sums' and 'seen' observers")
+    C, L1, W = state.u.shape
+    us0 = jnp.zeros((frames, C, L1, W), state.u.dtype)
+
+    def run_group(j, carry):
+        rng, u, ovf, obs, us = carry
+        s = j * group
+        sl = lambda x: _lane_slice(x, s, group)  # noqa: E731
+        pg, ag = jax.tree.map(sl, p), sl(active)
+        fpb = jnp.maximum(1, block // m)  # whole frames per block of draws
+        nblocks = (frames + fpb - 1) // fpb
+
+        def run_frames(b, c):
+            rg, ug, og, obg, buf = c
+            f0 = b * fpb
+            nf = jnp.minimum(fpb, frames - f0)
+            ev = draw_block(rg, pg, block, replacement, ag)  # block >= m steps (see _call)
+            t_start = t0 + f0 * m
+
+            def frame(f, c):
+                ug, og, obg, buf = c
+
+                def one(k, c):
+                    ug, og, obg = c
+                    i = f * m + k
+                    evk = jax.tree.map(lambda x: x[i], ev)
+                    ug, top, busy = _fast_step(ug, evk, pg, replacement)
+                    return ug, og + top.astype(og.dtype), _observe(observe, obg, ug, evk, busy, t_start + i + 1)
+
+                ug, og, obg = jax.lax.fori_loop(0, m, one, (ug, og, obg))
+                buf = jax.lax.dynamic_update_slice_in_dim(buf, ug[None], f0 + f, axis=0)
+                return ug, og, obg, buf
+
+            ug, og, obg, buf = jax.lax.fori_loop(0, nf, frame, (ug, og, obg, buf))
+            return jnp.where(ag, _rng.advance(rg, 2 * nf * m), rg), ug, og, obg, buf
+
+        buf0 = jnp.zeros((frames, C, L1, group), u.dtype)
+        c = (sl(rng), sl(u), sl(ovf), jax.tree.map(sl, obs), buf0)
+        rg, ug, og, obg, buf = jax.lax.fori_loop(0, nblocks, run_frames, c)
+        obs = jax.tree.map(lambda x, y: _lane_update(x, y, s), obs, obg)
+        return (_lane_update(rng, rg, s), _lane_update(u, ug, s), _lane_update(ovf, og, s), obs,
+                _lane_update(us, buf, s))
+
+    rng, u, ovf, obs, us = jax.lax.fori_loop(0, n_groups, run_group,
+                                             (state.rng, state.u, state.overflow, obs, us0))
+    # lanes of the groups past the last active one did not run: their frames are their counts
+    us = jnp.where(active[None, None, None], us, state.u[None])
     return ChainState(rng, u, ovf), obs, us
 
 
 @functools.lru_cache(maxsize=None)
 def _advance_fn(devices: tuple, obs_ndims: tuple, replacement: bool, observe: str, block: int,
                 group: int, frames: int, with_log_u: bool, variant: EventMap = MODEL,
-                flow_replacement: bool = True):
+                flow_replacement: bool = True, inner: bool = False):
     """The jitted kernel for one static configuration: shard_map over the lanes, no communication."""
     spec = _sharding.lane_spec
     state_spec = ChainState(spec(1), spec(3), spec(1))
     obs_spec = tuple(spec(k) for k in obs_ndims)
     p_spec = LaneParams(spec(1), spec(1), spec(1), spec(1))
     fn = functools.partial(_local_advance, replacement=replacement, observe=observe, block=block,
-                           group=group, frames=frames, variant=variant, flow_replacement=flow_replacement)
+                           group=group, frames=frames, variant=variant, flow_replacement=flow_replacement,
+                           inner=inner)
     out_specs = (state_spec, obs_spec, spec(4) if frames else None)
     mapped = jax.shard_map(fn, mesh=_sharding.mesh(devices),
                            in_specs=(state_spec, obs_spec, p_spec, spec(1), spec(0), spec(0)),
@@ -763,12 +826,17 @@ class ChainDriver:
         G = self.per_device
         group = group_width(G, self.levels, self.chains, observe, self.replacement)
         block = block_length(group, self.replacement)
-        # a short chunk (a record point, a batch end) draws a short block: three sizes at
-        # most, so few compiles
-        block = next((b for b in (16, 256) if m <= b < block), block)
+        # a short chunk (a frame of a trajectory, a batch end) draws a short block, so a frame
+        # of record_every = 1 draws one step, not 16: four sizes at most, so few compiles
+        # (for frames: the span of all of them, and frames no longer than a block are recorded
+        # inside the group's loop, see _local_record)
+        span = m * max(frames, 1)
+        block = next((b for b in (1, 4, 16, 256) if span <= b < block), block)
+        # (the in-loop recorder runs the model's event map with the plain observers only)
+        inner = bool(frames) and m <= block and observe in ("sums", "seen") and self.variant.kind == "model"
         fn = _advance_fn(self.devices, tuple(np.ndim(o) for o in obs), self.replacement,
                          observe, block, group, frames, not self.replacement, self.variant,
-                         self.flow_replacement)
+                         self.flow_replacement, inner)
         with jax.enable_x64(True):
             return fn(self.state, obs, self.params, active, jnp.int64(t0), jnp.int64(m))
 

@@ -131,6 +131,30 @@ class EquilibriumEstimate:
         with np.errstate(invalid="ignore", divide="ignore"):
             return np.where(se > 0, r / np.where(se > 0, se, 1.0), np.where(r == 0, 0.0, np.sign(r) * np.inf))
 
+    def to_dataframe(self):
+        """A tidy pandas DataFrame: one row per level i, with the point's parameters (n, d, lam,
+        one_minus_lam, replacement), the estimates with their 95% CIs (``tail_fraction``,
+        ``queue_length_fraction``, ``max_length_probability`` and their ``*_ci_low``/``*_ci_high``)
+        and the run's summary (converged, relative_halfwidth at ``level``, batches, steps,
+        relaxation_times, replicas, seed)."""
+        import pandas as pd
+
+        p = self.point
+        return pd.DataFrame({
+            "n": p.n, "d": p.d, "lam": p.lam, "one_minus_lam": p.one_minus_lam, "replacement": p.replacement,
+            "level": np.arange(self.levels + 1),
+            "tail_fraction": self.tail_fraction, "tail_fraction_ci_low": self.ci_low,
+            "tail_fraction_ci_high": self.ci_high,
+            "queue_length_fraction": self.queue_length_distribution,
+            "queue_length_fraction_ci_low": self.length_ci_low, "queue_length_fraction_ci_high": self.length_ci_high,
+            "max_length_probability": _pad(self.max_length_distribution, self.levels + 1),
+            "max_length_probability_ci_low": _pad(self.max_ci_low, self.levels + 1),
+            "max_length_probability_ci_high": _pad(self.max_ci_high, self.levels + 1),
+            "precision_level": self.level, "converged": self.converged,
+            "relative_halfwidth": self.relative_halfwidth, "batches": self.batches, "steps": self.steps,
+            "relaxation_times": self.relaxation_times, "replicas": self.replicas, "seed": self.seed,
+        })
+
 
 def default_level(n: int | Point, d: int | None = None, lam: float | None = None) -> int:
     """k+1 if the fluid fixed point puts non-negligible mass there (n s_{k+1} >= 0.01 queues),

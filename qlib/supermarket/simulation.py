@@ -229,6 +229,25 @@ class SupermarketResult:
         """Model time covered by the measured steps: steps / ((1 + lam) n)."""
         return self.steps / ((1.0 + self.lam) * self.n)
 
+    def to_dataframe(self):
+        """A tidy pandas DataFrame: one row per (replica, level i), with the point's parameters
+        (n, d, lam, one_minus_lam, replacement), seed, steps and burn_in, then
+        ``tail_fraction`` (time-average u_i/n), ``queue_length_fraction`` (length exactly i),
+        ``max_length_probability`` (P(max = i)) and the final ``counts`` u_i."""
+        import pandas as pd
+
+        R, L1 = self.tail_fraction.shape
+        p = self.point
+        return pd.DataFrame({
+            "n": p.n, "d": p.d, "lam": p.lam, "one_minus_lam": p.one_minus_lam, "replacement": p.replacement,
+            "seed": self.seed, "steps": self.steps, "burn_in": self.burn_in,
+            "replica": np.repeat(np.arange(R), L1), "level": np.tile(np.arange(L1), R),
+            "tail_fraction": self.tail_fraction.ravel(),
+            "queue_length_fraction": self.queue_length_distribution.ravel(),
+            "max_length_probability": self.max_length_distribution.ravel(),
+            "counts": self.counts.ravel(),
+        })
+
     def tail_fraction_estimate(self):
         """Mean and standard error of ``tail_fraction``: over replicas if there are several,
         else by batch means of the single run (needs ``batches >= 2``)."""
@@ -561,10 +580,14 @@ def _run(pts: list[_Plan], R: int, replacement: bool, batches: int, record_every
                                                  for b in range(1, batches + 1)} for j, p in enumerate(pts)}
     record_at = {j: (set(range(p.burn_in + record_every, p.end + 1, record_every)) if record_every else set())
                  for j, p in enumerate(pts)}
-    cuts = set()
+    hard = set()  # where the sums are read (batch ends) or the lane masks change (burn-in ends, ends)
     for j, p in enumerate(pts):
-        cuts |= set(batch_ends[j]) | record_at[j] | ({p.burn_in} if p.burn_in else set())
+        hard |= set(batch_ends[j]) | ({p.burn_in} if p.burn_in else set()) | {p.end}
+    cuts = set(hard)
+    for j in range(P):
+        cuts |= record_at[j]
     cuts = sorted(cuts)
+    recorders = [frozenset(j for j in range(P) if c in record_at[j]) for c in cuts]
 
     lane_point = np.empty(lanes, np.int64)
     for j in range(P):
@@ -584,12 +607,43 @@ def _run(pts: list[_Plan], R: int, replacement: bool, batches: int, record_every
         total_flow = np.zeros((drv.levels + 1, lanes), object) if flows else None
         flow_batch: dict[int, list] = {j: [] for j in range(P)}
         last_flow = np.zeros((drv.levels + 1, lanes), object) if flows else None
-        traj: dict[int, list] = {j: [] for j in range(P)}
+        traj: dict[int, list] = {j: [] for j in range(P)}  # blocks of frames (F, L+1, R)
         lost = np.zeros(lanes, np.int64)  # arrivals lost at a full queue in the measured steps (capacity)
-        t = 0
-        for cut in cuts:
+        t, i = 0, 0
+        while i < len(cuts):
+            cut = cuts[i]
             active = stop > t
             measuring = active & (burn <= t)
+            # A run of record points every record_every steps, recorded by the same points and
+            # with no batch end, burn-in end or end before its last one, is one kernel call that
+            # stores the counts in a buffer after each frame (no host round trip per frame).
+            k = i
+            while (record_every and k < len(cuts) and recorders[k] and recorders[k] == recorders[i]
+                   and cuts[k] == t + (k - i + 1) * record_every and (k == i or cuts[k - 1] not in hard)):
+                k += 1
+            frames = k - i
+            # (the level-flow sums and the lost arrivals of the bounded model take the general path)
+            if frames >= 2 and not flows and capacity is None:
+                out = drv.run(record_every, observe="sums", active=drv.mask(active), frames=frames)
+                if drv.levels + 1 > total_u.shape[0]:
+                    w = drv.levels + 1
+                    total_u, total_busy, last_batch = (K.pad_levels(a, w) for a in (total_u, total_busy, last_batch))
+                su, sb = drv.lanes_of(out["sum_u"]), drv.lanes_of(out["sum_busy"])
+                total_u[:, measuring] += su[:, measuring].astype(total_u.dtype)
+                total_busy[:, measuring] += sb[:, measuring]
+                w = drv.levels + 1
+                # the driver keeps every frame of a call at its current width (it pads them on growth)
+                fr = K.pad_levels(np.stack([f[0] for f in out["frames"]]), w, axis=1)[..., drv.pos[:drv.lanes]]
+                for j in recorders[i]:
+                    traj[j].append(fr[..., lane0[j]: lane0[j] + R].copy())
+                t, i = cuts[k - 1], k
+                for j in range(P):
+                    if t in batch_ends[j]:
+                        sl = slice(lane0[j], lane0[j] + R)
+                        batch_sum[j].append((total_u[:, sl] - last_batch[:, sl]).copy())
+                        last_batch[:, sl] = total_u[:, sl]
+                continue
+            i += 1
             if cut > t:
                 obs_kind = ("flow" if flows else "sums") if measuring.any() else "seen"
                 lost_before = drv.lost() if capacity is not None else None
@@ -620,7 +674,7 @@ def _run(pts: list[_Plan], R: int, replacement: bool, batches: int, record_every
                 if t in record_at[j]:
                     if u_now is None:
                         u_now = drv.counts()[0]
-                    traj[j].append(u_now[:, sl].copy())
+                    traj[j].append(u_now[None, :, sl].copy())
         peak = drv.peak()
         counts = drv.counts()[0]
         state = drv.rng()
@@ -642,7 +696,11 @@ def _run(pts: list[_Plan], R: int, replacement: bool, batches: int, record_every
         lengths = np.diff([p.burn_in] + sorted(batch_ends[j]))
         bt = np.stack([fit(b).astype(np.float64).T for b in batch_sum[j]], axis=1) \
             / (lengths[None, :, None] * float(p.n))
-        tr = np.stack([fit(f).T for f in traj[j]], axis=1).astype(np.int64) if traj[j] else None
+        tr = None
+        if traj[j]:  # blocks (F, L_b+1, R) -> (R, frames, L+1)
+            wide = max(w, max(b.shape[1] for b in traj[j]))
+            tr = np.concatenate([K.pad_levels(b, wide, axis=1)[:, :w] for b in traj[j]], axis=0)
+            tr = np.ascontiguousarray(tr.transpose(2, 0, 1)).astype(np.int64)
         flow = bflow = None
         if flows:  # exact integer sums / (steps 2^FLOW_BITS), each rounded once to float64
             unit = 2**K.FLOW_BITS
