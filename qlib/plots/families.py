@@ -96,3 +96,8 @@ def buffer_figure(result: FamiliesResult):
 
 
 __all__ = ["concentration_families_figure", "family_map_figure", "buffer_figure"]
+
+
+from qlib.plots import style_figures  # noqa: E402
+
+style_figures(globals())  # the house style inside every *_figure (no global rcParams)

@@ -61,3 +61,8 @@ def explore_figure(x):
            title=f"n = {x.n}, d = {x.d}, λ = {x.lam:g}, L = {x.capacity}: {x.samples.shape[0]} exact samples, "
                  f"mean coalescence {np.mean(x.coalescence):.3g} steps")
     return fig
+
+
+from qlib.plots import style_figures  # noqa: E402
+
+style_figures(globals())  # the house style inside every *_figure (no global rcParams)
