@@ -155,14 +155,16 @@ def _runs(points: list[Point], taus: list[float], *, replicas: int, burn_taus: f
                          flows=True, variant=variant, progress=False)
 
 
-def _eta_for(res: SupermarketResult, L: int, threshold: float, margin: float, ladder) -> float:
+def _eta_for(res: SupermarketResult, L: int, threshold: float, margin: float, ladder, se_factor: float = 1.0) -> float:
     """The smallest eta of ``ladder`` whose first-order residual lam eta E[u_{j-1}/n - g(u_{j-1})]
-    reaches margin x threshold SE at some level j <= L (the largest eta if none)."""
+    reaches margin x threshold SE at some level j <= L (the largest eta if none). ``se_factor``
+    scales the model run's SE to the variant run's (fewer replicas, shorter: sqrt of the ratio of
+    replica-taus)."""
     est = res.level_flow_residual()
     t, f = res.tail_fraction.mean(0), res.flow_fraction.mean(0)
     k = min(L, est.stderr.size, t.size)
     gap = res.lam * (t[:k] - f[:k])  # per unit eta, level j = 1..k at index j-1
-    se = est.stderr[:k]
+    se = est.stderr[:k] * se_factor
     for eta in sorted(ladder):
         if np.any(eta * gap >= margin * threshold * np.where(se > 0, se, np.inf)):
             return float(eta)
@@ -187,7 +189,8 @@ def run(mode: str = "full", *, points: Sequence[Point] | None = None, progress: 
     cap = int(P["max_steps"] * k_scale)
     model = _runs(pts, tau, replicas=P["replicas"], burn_taus=P["burn_taus"], meas_taus=P["taus"] * k_scale,
                   max_steps=cap, variant=None, name="model")
-    eta = [_eta_for(r, L, P["threshold"], P["eta_margin"], P["eta_ladder"]) for r, L in zip(model, levels)]
+    se_factor = math.sqrt(P["replicas"] * P["taus"] / (P["variant_replicas"] * P["variant_taus"]))
+    eta = [_eta_for(r, L, P["threshold"], P["eta_margin"], P["eta_ladder"], se_factor) for r, L in zip(model, levels)]
     variants: dict[str, list] = {}
     vkw = dict(replicas=P["variant_replicas"], burn_taus=P["burn_taus"], meas_taus=P["variant_taus"] * k_scale,
                max_steps=cap)

@@ -55,7 +55,10 @@ Public here: :class:`ChainState`, :class:`LaneParams`, :class:`Events`, the plai
 (:func:`draw`, :func:`level`, :func:`apply`, :func:`step`), the block draws
 (:func:`draw_block`), the exact event maps (:func:`arrival_threshold`, :func:`simulated_lam`,
 :func:`uniform_log`, :func:`join_threshold`, :func:`departure_rank`, :func:`log_falling`)
-and :class:`ChainDriver`, which owns chunk sizing, level growth (bounded, memory-checked) and
+the level-flow pieces (:func:`flow_g`, :func:`flow_units`, :data:`FLOW_BITS`: the "flow" observer
+keeps exact time sums of the model's g(u_i), docs/models.md#level-flow), :class:`EventMap` (the
+event-map swaps of the near wrong models, :mod:`qlib.supermarket.variants`; "model" is the plain
+map, the code path of every default run) and :class:`ChainDriver`, which owns chunk sizing, level growth (bounded, memory-checked) and
 the progress bar for :func:`qlib.supermarket.simulate`, :func:`qlib.supermarket.simulate_many`,
 :func:`qlib.supermarket.meeting_times` and :func:`qlib.supermarket.coupled_paths`.
 """
