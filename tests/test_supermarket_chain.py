@@ -21,6 +21,7 @@ import pytest
 
 from qlib import _rng
 from qlib.supermarket import chain as K
+from qlib.supermarket.point import Point
 
 DATA = Path(__file__).resolve().parent / "data"
 
@@ -134,7 +135,7 @@ def test_the_cap_grows_exactly_when_an_arrival_would_pass_it():
     # one queue from length 5 under a cap of 6 levels, one step at a time: while its length is
     # <= 6 the cap stays 6 (length 6 fits); the first arrival at length 6 would pass it, so the
     # cap grows then (to grown(6)) and the customer is kept
-    params = K.lane_params([(1, 1, None, 2.0**-43)], [1])
+    params = K.lane_params([Point.simulation(1, 1, one_minus_lam=2.0**-43)], [1])
     _, rng0, _, _ = _lanes(1, True)
     u0 = np.ones((1, 6, 1), np.uint32)  # u_0..u_5 = 1: length 5
     drv = K.ChainDriver(u0, rng0[:1], params, replacement=True, levels=6, progress=False, total=1, desc="t")
