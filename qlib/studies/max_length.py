@@ -598,21 +598,19 @@ def _most_at_k_rows(result: MaxLengthResult, spec: ClaimSpec) -> list[ClaimRow]:
     eps_ = 1 - sw.lam
     c = eps_ * sw.d ** (sw.k - 1)
     ok_pts = [j for j in range(sw.n.size) if eps_[j] * sw.n[j] >= 10]  # at least 10 idle queues on average
-    parts, ok = [], bool(ok_pts)
-    for j in ok_pts:
-        kk = int(sw.k[j])
-        bound = max(0.5, 1 - 2 * c[j])
-        ok &= bool(sw.p_low[j, kk] >= bound)
-        parts.append(f"c={c[j]:.2g}: {sw.p[j, kk]:.3f} (CI from {sw.p_low[j, kk]:.3f}) >= {bound:.2f}")
-
-    def most_at_k(e):
-        res = []
+    def at_k(e):
+        """Per point: (passes, fraction at k, lower CI end, bound), the same criterion for every model."""
+        out = []
         for j in ok_pts:
-            kk = int(sw.k[j])
-            res.append((bool(e.p_low[j, kk] >= max(0.5, 1 - 2 * c[j])), float(e.p[j, kk])))
-        return all(r[0] for r in res), "; ".join(f"{v:.3f}" for _, v in res)
+            kk, bound = int(sw.k[j]), max(0.5, 1 - 2 * c[j])
+            out.append((bool(e.p_low[j, kk] >= bound), float(e.p[j, kk]), float(e.p_low[j, kk]), bound))
+        return out
 
-    okw, textw = most_at_k(result.sweep_jsq2)
+    model = at_k(sw)
+    ok = bool(ok_pts) and all(r[0] for r in model)
+    parts = [f"c={c[j]:.2g}: {v:.3f} (CI from {low:.3f}) >= {bound:.2f}" for j, (_, v, low, bound) in zip(ok_pts, model)]
+    wrong = at_k(result.sweep_jsq2)
+    okw, textw = all(r[0] for r in wrong), "; ".join(f"{r[1]:.3f}" for r in wrong)
     rows.append(ClaimRow(
         claim="most queues have length exactly k: a fraction >= 1 - 2(1-lam) d^(k-1)",
         parameters=f"n = {', '.join(str(int(x)) for x in sw.n)} ((1-lam) n = {', '.join(f'{x:.0f}' for x in eps_ * sw.n)}), d={int(sw.d[0])}, k=2, c = (1-lam) d^(k-1) in "

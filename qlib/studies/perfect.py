@@ -214,6 +214,11 @@ def _max_law(p: dict[str, np.ndarray], d: int, lam: float) -> MaxLaw:
 
 # --------------------------------------------------------------------------- rows and prose
 
+def _coalescence_taus(c: Cost) -> np.ndarray:
+    """Mean coalescence time per cost point, in relaxation times ((1 + lam) n tau steps)."""
+    return c.coalescence.mean(axis=1) / (c.tau * (1 + c.lam) * c.n)
+
+
 def claim_rows(result: PerfectResult) -> list[ClaimRow]:
     """One exactness row per small-n point (kind "identity": a check of the sampler against the
     exact law, with the biased sampler's verdict beside it) and a measurement of the cost."""
@@ -235,7 +240,7 @@ def claim_rows(result: PerfectResult) -> list[ClaimRow]:
                       "the same test; the loss probability within 5 SE of the exact one",
             reference="docs/models.md#bounded-model"))
     c = result.cost
-    per_tau = c.coalescence.mean(axis=1) / (c.tau * (1 + c.lam) * c.n)
+    per_tau = _coalescence_taus(c)
     rows.append(ClaimRow(
         claim="coalescence time of coupling from the past, in relaxation times",
         parameters=f"d={int(c.d[0])}, L = k+3, (λ, n) = " + ", ".join(
@@ -269,7 +274,7 @@ def cost_table(result: PerfectResult) -> str:
 def findings(result: PerfectResult) -> str:
     """The notebook's findings as Markdown, every number computed from ``result``."""
     e, c, m = result.exactness, result.cost, result.max_law
-    per_tau = c.coalescence.mean(axis=1) / (c.tau * (1 + c.lam) * c.n)
+    per_tau = _coalescence_taus(c)
     ratio = c.coalescence.mean(axis=1) / np.maximum(c.forward.mean(axis=1), 1)
     k = int(m.k)
     lines = [

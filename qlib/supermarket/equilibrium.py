@@ -41,7 +41,7 @@ from qlib import _validate as V
 from qlib import stats
 from qlib.supermarket.coupling import meeting_times
 from qlib.supermarket.refined import relaxation_time
-from qlib.supermarket.simulation import SupermarketResult, simulate_many
+from qlib.supermarket.simulation import SupermarketResult, _capacity, simulate_many
 from qlib.supermarket.point import Point, as_point
 from qlib.supermarket.theory import fluid_fixed_point, predicted_max_length, steps_per_time
 
@@ -459,12 +459,6 @@ def _flow_summary(tails: list[np.ndarray], flows: list[np.ndarray], lam: float) 
         q, fse, zse = np.inf, np.full_like(fmean, np.inf), np.full_like(zmean, np.inf)
     return dict(flow_fraction=fmean, flow_ci_low=fmean - q * fse, flow_ci_high=fmean + q * fse,
                 flow_residual=zmean, flow_residual_se=zse, flow_dof=B - 1)
-
-
-def _capacity(capacity):
-    from qlib.supermarket.simulation import _capacity as check
-
-    return check(capacity)
 
 
 def _perfect_start(point: Point, capacity: int | None, replicas: int, seed: int, steps_per_tau: float):

@@ -48,14 +48,12 @@ from qlib import _rng
 from qlib import _validate as V
 from qlib.supermarket import chain as K
 from qlib.supermarket.point import Point
+from qlib.supermarket.simulation import MAX_CAPACITY
 from qlib.supermarket.theory import all_sampled_at_least, predicted_max_length
 
 __all__ = ["PerfectSamples", "perfect_samples", "capacity_for", "coalescence_lower_bound", "forward_meeting_states",
            "state_law"]
 
-#: Largest capacity accepted: counts are (capacity + 1) levels per chain, and the top state
-#: must drain n L customers, so a cap far above the queues the model can build is only cost.
-MAX_CAPACITY = 10_000
 #: Default budget: replica-steps (both chains) per sample beyond which a round is refused.
 DEFAULT_MAX_STEPS = 2**40
 
@@ -84,21 +82,10 @@ class PerfectSamples:
     start_states: np.ndarray
     steps_run: np.ndarray
 
-    @property
-    def n(self) -> int:
-        return self.point.n
-
-    @property
-    def d(self) -> int:
-        return self.point.d
-
-    @property
-    def lam(self) -> float:
-        return self.point.lam
-
-    @property
-    def replacement(self) -> bool:
-        return self.point.replacement
+    n = property(lambda self: self.point.n, doc="number of queues")
+    d = property(lambda self: self.point.d, doc="choices per arrival")
+    lam = property(lambda self: self.point.lam, doc="arrival rate per queue")
+    replacement = property(lambda self: self.point.replacement, doc="sampling with replacement")
 
     @property
     def replicas(self) -> int:
@@ -164,7 +151,7 @@ def _check(n, d, lam, one_minus_lam, replacement, capacity, replicas, seed, max_
                                                          replacement=replacement)
     pt = pt.simulable()
     n = pt.n
-    capacity = V.integer("capacity", capacity, low=1, high=MAX_CAPACITY)
+    capacity = V.integer("capacity", capacity, low=1, high=MAX_CAPACITY)  # the simulation's range
     replicas = V.integer("replicas", replicas, low=1, high=2**31 - 1)
     seed = V.integer("seed", seed, low=0, high=2**63 - 1)
     max_steps = DEFAULT_MAX_STEPS if max_steps is None else V.integer("max_steps", max_steps, low=1, high=2**62)
