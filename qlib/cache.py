@@ -88,9 +88,15 @@ def _atomic_write(path: Path, write: Callable[[Any], None], binary: bool) -> Non
         raise
 
 
+def _files(stem: Path) -> tuple[Path, Path]:
+    """The entry's arrays and record. The suffixes are appended, not substituted: a name with a
+    dot in it (``eta=0.01``) must not lose its tail and share a file with another."""
+    return stem.parent / (stem.name + ".npz"), stem.parent / (stem.name + ".json")
+
+
 def _load(stem: Path, record: dict) -> dict[str, np.ndarray] | None:
     """The arrays of a complete, matching entry; None (after a warning) for a bad one."""
-    npz, meta = stem.with_suffix(".npz"), stem.with_suffix(".json")
+    npz, meta = _files(stem)
     if not (npz.exists() and meta.exists()):
         return None
     try:
@@ -114,9 +120,10 @@ def _load(stem: Path, record: dict) -> dict[str, np.ndarray] | None:
 
 
 def _store(stem: Path, record: dict, arrays: dict[str, np.ndarray]) -> None:
-    _atomic_write(stem.with_suffix(".npz"), lambda f: np.savez(f, **arrays), binary=True)
+    npz, meta_path = _files(stem)
+    _atomic_write(npz, lambda f: np.savez(f, **arrays), binary=True)
     meta = dict(record, git_commit=git_commit(), arrays=sorted(arrays))
-    _atomic_write(stem.with_suffix(".json"),
+    _atomic_write(meta_path,
                   lambda f: f.write(json.dumps(meta, indent=1, sort_keys=True, default=str)), binary=False)
 
 

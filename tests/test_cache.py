@@ -98,6 +98,27 @@ def test_cached_points_resume_after_an_interruption(tmp_path, monkeypatch):
     assert [int(o["y"]) for o in out] == [n**2 for n in range(10)]
 
 
+def test_names_with_a_dot_keep_one_entry_per_point(tmp_path, monkeypatch):
+    """A cache name such as "near_eta=0.01" must not lose its tail to a file suffix: each point
+    (and each name) keeps its own entry, so a rerun computes nothing."""
+    monkeypatch.setenv("QLIB_CACHE", str(tmp_path))
+    monkeypatch.delenv("QLIB_REFRESH", raising=False)
+    done = []
+
+    def compute(idx):
+        done.extend(idx)
+        return [{"y": np.array(j)} for j in idx]
+
+    for name in ("near_eta=0.01", "near_eta=0.001"):
+        cache.cached_points(name, [{"p": j} for j in range(3)], [0, 1, 2], compute)
+    assert len(list(tmp_path.glob("*.npz"))) == 6 and len(done) == 6
+    done.clear()
+    for name in ("near_eta=0.01", "near_eta=0.001"):
+        out = cache.cached_points(name, [{"p": j} for j in range(3)], [0, 1, 2], compute)
+        assert [int(o["y"]) for o in out] == [0, 1, 2]
+    assert done == []
+
+
 def test_check_writable(tmp_path):
     assert cache.check_writable(tmp_path / "new" / "dir", "figures").is_dir()
     blocker = tmp_path / "a_file"
