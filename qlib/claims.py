@@ -204,10 +204,22 @@ def collect(mode: str = "full", only: Iterable[str] | None = None,
     return rows
 
 
+#: The resolution of a supermarket claim row that runs no near wrong model (a finding, a
+#: measurement of the fluid formula, a control): what its evidence on the routing rule rests on.
+NO_NEAR = ("no near wrong model run on this row: its evidence that the chain is JSQ(d) and nothing next to it "
+           "rests on the level-flow identity rows")
+
+
 def _with_source(row: ClaimRow, title: str) -> ClaimRow:
-    if row.source:
+    fix = {}
+    if not row.source:
+        fix["source"] = title
+    if (row.kind == "claim" and not row.resolution and title.startswith("supermarket")
+            and not any(c.near for c in row.counterfactuals)):
+        fix["resolution"] = NO_NEAR
+    if not fix:
         return row
-    return ClaimRow(**{**{f: getattr(row, f) for f in row.__dataclass_fields__}, "source": title})
+    return ClaimRow(**{**{f: getattr(row, f) for f in row.__dataclass_fields__}, **fix})
 
 
 def counts(rows: list[ClaimRow]) -> dict[str, dict[str, int]]:

@@ -58,7 +58,7 @@ def test_event_crossing_limits():
     assert float(g["crossing"]) > 0 and g["p"][0] > 0.9  # the displaced start has more customers
     assert abs(float(g["pi_A"]) - 0.5) < 0.1 and abs(g["p"][-1] - float(g["pi_A"])) < 0.25
     # samples drawn once and passed in give the same numbers as drawing them inside
-    y = study.stationary_samples([(300, 5, 0.9)], replicas=64, seeds=[4 + 10**6], burn_taus=20.0)[0]
+    y = study.stationary_samples([(300, 5, 0.9)], replicas=64, seeds=[study.sample_seed(4)], burn_taus=20.0)[0]
     g2 = study.event_crossing(300, 5, 0.9, start="displaced", samples=y, **kw)
     assert all(np.array_equal(g[key], g2[key]) for key in g)
 
@@ -89,7 +89,13 @@ def test_study_shape_and_rows(smoke):
     assert [len(by[k]) for k in study.CLAIMS] == [2, 1, 1, 2, 1, 2]  # rows 10, 13, 15 on both families
     # the counterfactuals of the coupling rows fail in any mode: wrong models do not meet in time
     for r in by["good_start"] + by["bad_start"]:
-        assert not any(c.passed for c in r.counterfactuals)
+        assert not any(c.passed for c in r.counterfactuals if not c.near)
+    # the near wrong model JSQ(d-1) runs on the good-start rows, and their resolution says what
+    # the row cannot tell apart (a growth exponent JSQ(d-1) shares)
+    for r in by["good_start"]:
+        near = [c for c in r.counterfactuals if c.near]
+        assert [c.model.split(" in place")[0] for c in near] == ["JSQ(d-1)"]
+        assert r.resolution.startswith("tells apart") and "JSQ(d-1)" in r.resolution
     assert not by["tail"][0].counterfactuals[0].passed  # uncoupled chains: no decay to measure
     # the drain term is of the order of the bound along the gamma = 0 family: row 11 is a finding
     assert by["bad_start"][0].verdict == "finding"

@@ -47,6 +47,7 @@ from qlib.claims import ClaimRow, ClaimSpec, Counterfactual, combine, decide
 from qlib.config import scale
 from qlib.studies import ArrayResult, check_mode
 from qlib.studies.max_length import Estimates, estimates, fluid_max_length
+from qlib.studies.wrong_models import WRONG_MODELS, point_of, resolution
 from qlib.supermarket import fluid_fixed_point, predicted_max_length, relaxation_time, simulate
 
 #: The families: name -> (alpha, beta, ns). ``scaled`` adds n from ``--scale from_scale`` on.
@@ -105,18 +106,7 @@ PARAMETERS: dict[str, dict[str, Any]] = {
     },
 }
 
-#: The wrong models: name -> (far?, label, d of the wrong model from the right d, replacement flipped?).
-#: A hook: the kernel variants of qlib.supermarket.variants (JSQ(d) with a level off by one,
-#: eta-greedy, ...) are added here by name once they exist, and named in a CLAIMS spec.
-WRONG_MODELS: dict[str, tuple[bool, str, Callable[[int], int], bool]] = {
-    "jsq2": (True, "JSQ(2) in place of JSQ(d)", lambda d: 2, False),
-    "half_d": (True, "JSQ(d/2) in place of JSQ(d) (half the choices)", lambda d: max(2, d // 2), False),
-    "d-1": (False, "JSQ(d-1) in place of JSQ(d)", lambda d: max(1, d - 1), False),
-    "d+1": (False, "JSQ(d+1) in place of JSQ(d)", lambda d: d + 1, False),
-    "d*0.9": (False, "JSQ(0.9 d) in place of JSQ(d)", lambda d: max(1, round(0.9 * d)), False),
-    "d*1.1": (False, "JSQ(1.1 d) in place of JSQ(d)", lambda d: round(1.1 * d), False),
-    "other_sampling": (False, "the other sampling rule (without replacement) in place of with", lambda d: d, True),
-}
+#: The wrong models (far and near): :data:`qlib.studies.wrong_models.WRONG_MODELS`.
 
 
 def family_point(n: int, alpha: float, beta: float) -> tuple[int, int, float]:
@@ -282,12 +272,11 @@ def run(mode: str = "full", *, progress: bool = True) -> FamiliesResult:
             W = P["wrong"]
             top = pts[-1]
             for wm in W["models"]:
-                far, label, d_of, flip = WRONG_MODELS[wm]
-                wp = (top[0], d_of(top[1]), top[2])
+                wp = point_of(wm, top)
                 wrong[wm] = estimates(f"families_wrong_{name}_{wm.replace('*', 'x')}", [wp], replicas=W["replicas"],
                                       seeds=[named_seed(P["stream"], name, top[0], wm)], batches=W["batches"],
                                       burn_taus=P["burn_taus"], batch_taus=W["batch_taus"], taus_of=[top],
-                                      replacement=not flip, progress=progress)
+                                      replacement=not WRONG_MODELS[wm].flip, progress=progress)
         out.append(Family(name=name, alpha=a, beta=b, k=k, gamma=gamma(a, b), est=est, sd=sd, wrong=wrong, hyp=hyp))
     return FamiliesResult(mode=mode, parameters=P, families=out)
 
@@ -322,6 +311,28 @@ def _not_k(f: Family) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 REF = ("Brightwell, Fairthorne & Luczak 2018 (abstract); Brightwell & Luczak arXiv:1201.5523; "
        "docs/models.md#scaling-families")
+def methods_markdown(mode: str) -> str:
+    """Notebook 01's scaling-families paragraph, its numbers read from PARAMETERS[mode] (the
+    thresholds fixed before the run, the run lengths)."""
+    P = PARAMETERS[check_mode(mode)]
+    H, C, sd = P["hypotheses"], P["claims"], P["sd"]
+    d0 = [f for f in P["families"].values() if abs(1 - 2 * f["alpha"] + f["beta"]) < 1e-12]
+    zero = (f"The family α = {d0[0]['alpha']:g}, β = {d0[0]['beta']:g} of (c) has γ = 0. " if d0 else "")
+    return ("Brightwell, Fairthorne & Luczak state the concentration for λ = 1 − n^(−α), d = ⌊n^β⌋ and \"suitable "
+            "pairs\" (α, β) (`docs/models.md#scaling-families`). The pairs are not spelled out in what this project "
+            "could read, so `qlib.studies.families` states working hypotheses and checks them at every point "
+            f"(`docs/models.md#hypotheses`): H0 k = ⌈α/β⌉ away from the boundary; H1 c = (1−λ)d^(k−1) ≤ "
+            f"{H['c_max']:g}; H2 the fluid maximum is k at this n; H3 γ = 1 − 2α + (k−1)β > {H['gamma_min']:g}. "
+            "H3 is a heuristic: the number of customers N makes excursions of order 1/(1−λ) above its mean, "
+            "absorbed by the n(1−λ)d^(k−1) queues shorter than k; buffer over excursion is n^γ. " + zero +
+            "Rows inside H0–H3 are decided against thresholds fixed in `families.PARAMETERS` before the run "
+            f"(P(max = k) ≥ {C['p_min']:g} at the largest n and a falling P(max ≠ k); the fraction at k ≥ 1 − "
+            f"{C['slack']:g}(1−λ)d^(k−1)); rows outside are findings. Every point: `estimate_equilibrium` from "
+            f"empty, {P['burn_taus']:g} τ of burn-in, {P['batches']} batch(es) of {P['batch_taus']:g} τ, "
+            f"{P['replicas']} replicas; the standard deviation of N from {sd['replicas']} more replicas recorded "
+            f"over {sd['taus']:g} τ ({mode} mode).")
+
+
 def _start(parameters: dict) -> str:
     """How the runs began, from the burn-in in PARAMETERS (the one place it is set)."""
     return f"empty; {parameters['burn_taus']:g} τ burn-in"
@@ -351,7 +362,7 @@ def _measured_max(f: Family) -> str:
 def _wrong_rows(f: Family, judge: Callable[[Estimates, int], tuple[str, str, float | None]]) -> tuple:
     cfs = []
     for wm, e in f.wrong.items():
-        far, label, d_of, _ = WRONG_MODELS[wm]
+        far, label = WRONG_MODELS[wm].far, WRONG_MODELS[wm].label
         v, text, se = judge(e, 0)
         # a wrong model is rejected only when the criterion FAILs on it: an INCONCLUSIVE one is not
         # told apart (so it counts as passing: conservative for soundness and resolution)
@@ -359,15 +370,6 @@ def _wrong_rows(f: Family, judge: Callable[[Estimates, int], tuple[str, str, flo
                                   "replicas", f"{text} [{v}]", v != "FAIL", near=not far, se_distance=se))
     return tuple(cfs)
 
-
-def _resolution(cfs: Sequence[Counterfactual]) -> str:
-    near = [c for c in cfs if c.near]
-    if not near:
-        return ""
-    told = [c.model.split(" in place")[0] for c in near if not c.passed]
-    not_told = [c.model.split(" in place")[0] for c in near if c.passed]
-    return ("tells apart: " + (", ".join(told) or "none of the near models")
-            + ("; does not resolve: " + ", ".join(not_told) if not_told else ""))
 
 
 def concentration_rows(result: FamiliesResult, spec: ClaimSpec) -> list[ClaimRow]:
@@ -403,7 +405,7 @@ def concentration_rows(result: FamiliesResult, spec: ClaimSpec) -> list[ClaimRow
                      f"within the step budget of {result.parameters['batches']} x {result.parameters['batch_taus']:g} τ)",
             passed=outcome == "PASS", outcome=outcome, criterion=spec.criterion, threshold=thr,
             taus=float(f.est.taus.min()), start=_start(result.parameters), reference=spec.reference, counterfactuals=cfs,
-            resolution=_resolution(cfs)))
+            resolution=resolution(cfs)))
     return rows
 
 
@@ -440,7 +442,7 @@ def most_at_k_rows(result: FamiliesResult, spec: ClaimSpec) -> list[ClaimRow]:
             measured="; ".join(parts), passed=outcome == "PASS", outcome=outcome, criterion=spec.criterion,
             threshold=f"bound 1 - {C['slack']:g} (1-lam) d^(k-1) at every point (lower 95% end)",
             taus=float(f.est.taus.min()), start=_start(result.parameters), reference=spec.reference, counterfactuals=cfs,
-            resolution=_resolution(cfs)))
+            resolution=resolution(cfs)))
     return rows
 
 
@@ -537,6 +539,6 @@ def findings_markdown(result: FamiliesResult) -> str:
     return "\n".join(lines)
 
 
-__all__ = ["PARAMETERS", "CLAIMS", "WRONG_MODELS", "Family", "FamiliesResult", "CustomersSD", "run", "claim_rows",
+__all__ = ["methods_markdown", "PARAMETERS", "CLAIMS", "WRONG_MODELS", "Family", "FamiliesResult", "CustomersSD", "run", "claim_rows",
            "family_point", "family_ns", "gamma", "hypotheses", "slope_ci", "summary_table", "findings_markdown",
            "customers_sd"]

@@ -34,7 +34,7 @@ The study's shape (see :mod:`qlib.studies`): :data:`PARAMETERS`, :func:`run`,
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 import numpy as np
@@ -45,6 +45,7 @@ from qlib._rng import named_seed
 from qlib.claims import ClaimRow, ClaimSpec, Counterfactual
 from qlib.config import scale
 from qlib.studies import ArrayResult, check_mode
+from qlib.studies.wrong_models import WRONG_MODELS, point_of, resolution
 from qlib.supermarket import (counts_all_at, initial_counts, l1_distance, meeting_times,
                               meeting_times_many, simulate_many)
 from qlib.supermarket.refined import relaxation_time
@@ -74,6 +75,7 @@ PARAMETERS: dict[str, dict[str, Any]] = {
         # rows 10, 13, 15 again on a family with gamma = 1 - 2 alpha + beta > 0 (docs/models.md#hypotheses)
         "family_pos": dict(alpha=0.5, beta=0.4, ns=[100, 300, 1000], lower_ns=[100, 300], good_set_ns=[100, 300, 1000]),
         "claims": CLAIM_THRESHOLDS,
+        "near": ["d-1"],
         "burn_taus": 20.0, "cap": 2.0, "counterfactual_replicas": 4, "stream": "mixing/smoke",
     },
     "full": {
@@ -89,6 +91,10 @@ PARAMETERS: dict[str, dict[str, Any]] = {
         "family_pos": dict(alpha=0.5, beta=0.4, ns=[100, 300, 1000, 3000, 10_000], lower_ns=[300, 1000, 3000],
                            good_set_ns=[100, 300, 1000, 3000]),
         "claims": CLAIM_THRESHOLDS,
+        # near wrong models of the good-start rows (qlib.studies.wrong_models), at the three smallest
+        # n on the model's clock, capped like JSQ(2): the criterion bounds a growth exponent, which
+        # JSQ(d-1) shares, so the rows are not expected to tell it apart (the identity rows do)
+        "near": ["d-1"],
         "burn_taus": 20.0, "cap": 2.0, "counterfactual_replicas": 4, "stream": "mixing",
     },
 }
@@ -114,6 +120,12 @@ def lower_time(n: int, d: int, lam: float) -> float:
 
 # --------------------------------------------------------------------------- measurements
 
+def sample_seed(seed: int) -> int:
+    """The seed of the stationary samples that a run with ``seed`` is compared with: its own
+    named stream (:func:`qlib._rng.named_seed`), independent of the run's."""
+    return named_seed("mixing", "stationary sample", int(seed))
+
+
 def stationary_samples(points: Sequence[Point], *, replicas: int, seeds: Sequence[int],
                        burn_taus: float = 20.0, clock: Sequence[Point] | None = None) -> list[np.ndarray]:
     """One state per replica, (replicas, L+1) counts, from each point's chain after ``burn_taus``
@@ -132,7 +144,7 @@ def good_start_times(points: Sequence[Point], *, replicas: int, seeds: Sequence[
     """Meeting times (replicas,) of the chain from the fluid point (a good start) with a chain
     from a stationary sample, driven by the same draws; inf = not met within ``max_steps``.
     P(T > t) bounds the total-variation distance from the fluid start at step t."""
-    y = stationary_samples(points, replicas=replicas, seeds=[s + 10**6 for s in seeds], burn_taus=burn_taus,
+    y = stationary_samples(points, replicas=replicas, seeds=[sample_seed(s) for s in seeds], burn_taus=burn_taus,
                            clock=clock)
     x = [initial_counts(n, d, lam, "fluid") for n, d, lam in points]
     return meeting_times_many(list(points), replicas=replicas, top_length=0, max_steps=list(max_steps),
@@ -155,7 +167,7 @@ def uncoupled_times(points: Sequence[Point], *, replicas: int, seeds: Sequence[i
     """The good-start protocol with the coupling removed: the chain from the fluid point and the
     chain from a stationary sample use independent random numbers (other seeds). "Met" = the
     first recorded frame (every max_steps/frames steps) at which all counts agree; inf if none."""
-    y = stationary_samples(points, replicas=replicas, seeds=[s + 10**6 for s in seeds], burn_taus=burn_taus,
+    y = stationary_samples(points, replicas=replicas, seeds=[sample_seed(s) for s in seeds], burn_taus=burn_taus,
                            clock=clock)
     every = [max(1, m // frames) for m in max_steps]
     a = simulate_many(list(points), steps=[e * frames for e in every], replicas=replicas, seeds=list(seeds),
@@ -164,7 +176,8 @@ def uncoupled_times(points: Sequence[Point], *, replicas: int, seeds: Sequence[i
     for j, (pt, e) in enumerate(zip(points, every)):
         ra = a[j] if a is not None else simulate_many([pt], steps=e * frames, replicas=replicas, seeds=[seeds[j]],
                                                       initial="fluid", record_every=e, progress=False)[0]
-        rb = simulate_many([pt], steps=e * frames, replicas=replicas, seeds=[seeds[j] + 2 * 10**6],
+        rb = simulate_many([pt], steps=e * frames, replicas=replicas,
+                           seeds=[named_seed("mixing", "uncoupled chain", seeds[j])],
                            initial=[{"counts": y[j]}], record_every=e, progress=False)[0]
         L = max(ra.trajectory.shape[2], rb.trajectory.shape[2])
         pad = lambda t: np.pad(t, ((0, 0), (0, 0), (0, L - t.shape[2])))  # noqa: E731
@@ -187,10 +200,10 @@ def event_crossing(n: int, d: int, lam: float, *, replicas: int, seed: int, hori
     lower bound on the time to reach d_TV <= threshold. Returns ``times`` (frames,) steps, ``p``
     (frames,) the estimate of P_t(A), ``pi_A`` (0-d), ``crossing`` (0-d) steps (0 if already at the
     first frame, inf if never within ``horizon_taus`` tau). ``samples``: the stationary samples,
-    if already drawn (``stationary_samples`` with seed ``seed + 10**6``: both starts use the same)."""
+    if already drawn (``stationary_samples`` with seed ``sample_seed(seed)``: both starts use the same)."""
     tau_steps = relaxation_time(d, lam) * steps_per_time(n, lam)
     every = max(1, int(horizon_taus * tau_steps / frames))
-    y = stationary_samples([(n, d, lam)], replicas=replicas, seeds=[seed + 10**6], burn_taus=burn_taus)[0] \
+    y = stationary_samples([(n, d, lam)], replicas=replicas, seeds=[sample_seed(seed)], burn_taus=burn_taus)[0] \
         if samples is None else samples
     N = y[:, 1:].sum(axis=1)
     med = float(np.median(N))
@@ -294,6 +307,9 @@ class MixingResult:
     lower_pos: LowerBound
     exits_pos: MeetingTimes
     exits_pos_jsq2: MeetingTimes
+    #: near wrong model name -> the good-start meeting times at the three smallest n
+    good_near: dict = field(default_factory=dict)
+    good_pos_near: dict = field(default_factory=dict)
 
 
 def _pack(points: Sequence[Point], T: list[np.ndarray], cap: Sequence[float]) -> dict[str, np.ndarray]:
@@ -326,8 +342,10 @@ def run(mode: str = "full", *, progress: bool = True) -> MixingResult:
                    max_steps=[int(cap[i]) for i in idx], **kw, **extra)
             return [{**_pack([points[i]], [T[j]], [cap[i]]), "T": T[j]} for j, i in enumerate(idx)]
         cl = clock if clock is not None else points
+        # runs that draw stationary samples record that their streams are named (not offsets)
+        named = {"seeds": "named"} if fn in (good_start_times, uncoupled_times) else {}
         got = cache.cached_points(name, [{**dict(point=list(p), cap=int(c), reps=reps, burn_taus=burn_taus,
-                                                 clock=list(q)), **kw}
+                                                 clock=list(q)), **kw, **named}
                                          for p, c, q in zip(points, cap, cl)], sd, compute, group=len(points))
         return MeetingTimes.from_arrays({k: (np.stack([g[k] for g in got]) if k == "T"
                                              else np.concatenate([np.atleast_1d(g[k]) for g in got]))
@@ -349,6 +367,13 @@ def run(mode: str = "full", *, progress: bool = True) -> MixingResult:
     good_jsq2 = times("02_good_jsq2", jsq2, ccap, good_start_times, cseeds, reps=Rc, clock=cpts, burn_taus=burn_taus)
     top_jsq2 = times("02_top_jsq2", jsq2, ccap, top_start_times, cseeds, reps=Rc)
     uncoupled = times("02_uncoupled", cpts, ccap, uncoupled_times, cseeds, reps=Rc, clock=cpts, burn_taus=burn_taus)
+
+    def near(tag, points, cap):
+        return {wm: times(f"02_{tag}_near_{wm.replace('*', 'x')}", [point_of(wm, p) for p in points], cap,
+                          good_start_times, [named_seed(stream, tag, "near", wm, p[0]) for p in points], reps=Rc,
+                          clock=points, burn_taus=burn_taus) for wm in P["near"]}
+
+    good_near = near("good", cpts, ccap)
 
     ds = P["d_sweep"]
     lam_d = 1.0 - ds["one_minus_lam"]
@@ -382,7 +407,7 @@ def run(mode: str = "full", *, progress: bool = True) -> MixingResult:
                 kw = dict(replicas=lo["replicas"], seed=lseeds[i], horizon_taus=lo["horizon_taus"],
                           frames=lo["frames"], threshold=lo["threshold"], burn_taus=burn_taus)
                 # both starts judge against the same stationary samples: draw them once
-                y = stationary_samples([(n, d, lam)], replicas=kw["replicas"], seeds=[kw["seed"] + 10**6],
+                y = stationary_samples([(n, d, lam)], replicas=kw["replicas"], seeds=[sample_seed(kw["seed"])],
                                        burn_taus=burn_taus)[0]
                 g = event_crossing(n, d, lam, start="displaced", samples=y, **kw)
                 s_ = event_crossing(n, d, lam, start="stationary", samples=y, **kw)
@@ -392,7 +417,8 @@ def run(mode: str = "full", *, progress: bool = True) -> MixingResult:
                             "crossing_stationary": np.array([s_["crossing"]])})
             return out
 
-        got = cache.cached_points(name, [dict(lo, point=list(p), burn_taus=burn_taus) for p in lpts], lseeds,
+        got = cache.cached_points(name, [dict(lo, point=list(p), burn_taus=burn_taus, seeds="named") for p in lpts],
+                                  lseeds,
                                   lower_compute, group=len(lpts))
         return LowerBound.from_arrays({k: np.concatenate([g[k] for g in got]) for k in got[0]})
 
@@ -430,6 +456,7 @@ def run(mode: str = "full", *, progress: bool = True) -> MixingResult:
     pm3 = min(3, len(ppts))
     good_pos_jsq2 = times("02_good_pos_jsq2", [(n, 2, lam) for n, _, lam in ppts[:pm3]], pcf[:pm3], good_start_times,
                           pseeds[:pm3], reps=Rc, clock=ppts[:pm3], burn_taus=burn_taus)
+    good_pos_near = near("good_pos", ppts[:pm3], pcf[:pm3])
     lower_pos = lower_set("02_lower_pos", [family_point(n, fp["alpha"], fp["beta"]) for n in fp["lower_ns"]],
                           "lower_pos")
     exits_pos, exits_pos_jsq2 = exit_sets("02_exits_pos", [family_point(n, fp["alpha"], fp["beta"])
@@ -438,7 +465,7 @@ def run(mode: str = "full", *, progress: bool = True) -> MixingResult:
                         uncoupled=uncoupled, d_sweep=d_sweep, d_fixed=d_fixed, tail=tail,
                         tail_uncoupled=tail_uncoupled, lower=lower, exits=exits, exits_jsq2=exits_jsq2,
                         good_pos=good_pos, good_pos_jsq2=good_pos_jsq2, lower_pos=lower_pos, exits_pos=exits_pos,
-                        exits_pos_jsq2=exits_pos_jsq2)
+                        exits_pos_jsq2=exits_pos_jsq2, good_near=good_near, good_pos_near=good_pos_near)
 
 
 # --------------------------------------------------------------------------- claim rows
@@ -491,7 +518,8 @@ def _good_row(result: MixingResult, spec: ClaimSpec, good: MeetingTimes, cfs: Se
         claim=spec.claim, parameters=_family_text(P, family_key, good.n) + f"; {good.T.shape[1]} replicas",
         theory="bounded ratio: it does not grow with n", measured=text, passed=v == "PASS", outcome=v,
         criterion=spec.criterion, threshold=f"exponent upper 95% end <= {growth:g} (claims.growth)",
-        taus=float(P["burn_taus"]), start=_start_good(P), reference=REF, counterfactuals=tuple(cfs))
+        taus=float(P["burn_taus"]), start=_start_good(P), reference=REF, counterfactuals=tuple(cfs),
+        resolution=resolution(cfs))
 
 
 def good_rows(result: MixingResult, spec: ClaimSpec) -> list[ClaimRow]:
@@ -510,6 +538,13 @@ def good_rows(result: MixingResult, spec: ClaimSpec) -> list[ClaimRow]:
     small_p = ", ".join(str(int(x)) for x in result.good_pos_jsq2.n)
     cfs_p = [cf(result.good_pos_jsq2, f"JSQ(2) in place of JSQ(d), same protocol at n = {small_p}, capped at "
                                       f"{P['cap']:g}x the JSQ(d) time")]
+    for near, out in ((result.good_near, cfs), (result.good_pos_near, cfs_p)):
+        for wm, m in near.items():
+            v, text, b = _bounded_verdict(m, growth)
+            ns = ", ".join(str(int(x)) for x in m.n)
+            out.append(Counterfactual(f"{WRONG_MODELS[wm].label} (d = {', '.join(str(int(x)) for x in m.d)}), same "
+                                      f"protocol at n = {ns}, capped at {P['cap']:g}x the JSQ(d) time",
+                                      f"{text} [{v}]", v != "FAIL", b, near=True))
     return [_good_row(result, spec, result.good, cfs, "family"),
             _good_row(result, spec, result.good_pos, cfs_p, "family_pos")]
 
@@ -657,7 +692,8 @@ CLAIMS: dict[str, ClaimSpec] = {
         criterion="upper end of the 95% bootstrap CI of the exponent of the ratio in n <= growth (PASS), lower end "
                   "above (FAIL), else INCONCLUSIVE; T_meet = meeting time of the chain from the fluid point with one "
                   "from a stationary sample (d_TV <= P(T > t))",
-        thresholds=(("claims", "growth"),), wrong_models=("jsq2", "uncoupled"), rows=good_rows, reference=REF),
+        thresholds=(("claims", "growth"),), wrong_models=("jsq2", "uncoupled", *PARAMETERS["full"]["near"]),
+        rows=good_rows, reference=REF),
     "bad_start": ClaimSpec(
         key="bad_start",
         claim="even from a bad start (all queues at k+1) the bound holds up to a constant over this range of n",
