@@ -144,6 +144,27 @@ def test_study_shape_and_rows(smoke):
     assert np.all(smoke.max.burn_taus >= 19.9) and np.all(smoke.sweep.taus >= eq.PARAMETERS["smoke"]["batch_taus"] - 0.1)
 
 
+def test_claim_rows_run_their_criterion_on_near_wrong_models(smoke):
+    """Rows 1-5 run their own criterion on the near wrong models of PARAMETERS["near"] and state
+    their resolution; eta-greedy routing (1% of arrivals to a uniform sampled queue) makes queues
+    of length 2 at the k = 1 point, so row 1 rejects it at any size."""
+    W = eq.PARAMETERS["smoke"]["near"]
+    assert list(smoke.max_near) == W["max"] and list(smoke.profile_near) == W["profile"]
+    assert list(smoke.sweep_near) == W["sweep"]
+    assert all(e.n.size == smoke.max.n.size for e in smoke.max_near.values())
+    # each near model runs on the model's clock (the model's tau sizes its steps) with its own d
+    assert np.array_equal(smoke.max_near["d-1"].d, smoke.max.d - 1)
+    rows = eq.claim_rows(smoke)
+    for r in rows[:5]:
+        near = [c for c in r.counterfactuals if c.near]
+        assert near and r.resolution.startswith("tells apart")
+    eta = [c for c in rows[0].counterfactuals if c.near and c.model.startswith("eta-greedy")]
+    assert len(eta) == 1 and not eta[0].passed and "eta-greedy" in rows[0].resolution.split(";")[0]
+    for r in rows[5:]:  # the rows that run no near model say what their evidence rests on
+        if r.kind == "claim":
+            assert not any(c.near for c in r.counterfactuals)
+
+
 def test_figures_draw_from_the_result_even_with_empty_levels(smoke):
     """Every figure of the study draws from the result; a level with no queues (p = -0.0, its CI a
     rounding error below the clipped value of the log axis) must not give negative error bars."""

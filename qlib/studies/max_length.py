@@ -27,7 +27,7 @@ The study's shape (see :mod:`qlib.studies`): :data:`PARAMETERS`, :func:`run`,
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 import numpy as np
@@ -38,8 +38,10 @@ from qlib._rng import named_seed
 from qlib.claims import ClaimRow, ClaimSpec, Counterfactual, decide
 from qlib.config import scale
 from qlib.studies import ArrayResult, check_mode
+from qlib.studies.wrong_models import WRONG_MODELS, point_of, resolution, short_label
 from qlib.supermarket import simulate
 from qlib.supermarket.equilibrium import EquilibriumEstimate, estimate_equilibrium_many
+from qlib.supermarket.variants import name_of
 from qlib.supermarket.refined import refined_mean_field, relaxation_time
 from qlib.supermarket.theory import (asymptotic_profile, boundary_distance, check_parameters,
                                      fluid_fixed_point, fluid_trajectory, predicted_max_length,
@@ -64,6 +66,9 @@ PARAMETERS: dict[str, dict[str, Any]] = {
                          max_batches=4, batch_taus=10.0, scaled_ns=[], scaled_from=10.0, mid_ns=[], mid_from=2.0),
         "family": dict(alpha=0.75, beta=0.5, ns=[100, 300], replicas=4, scaled_ns=[], scaled_from=2.0),
         "from_empty": dict(n=1000, d=10, lam=0.99, taus=2.0, points=20, replicas=2),
+        # smoke: a few tau (the rows' shape is what is tested; eta-greedy fails row 1 at any length)
+        "near": dict(replicas=2, batches=1, burn_taus=2.0, batch_taus=2.0, max=["d-1", "eta=0.01"],
+                     profile=["d*1.1"], sweep=["d-1"]),
         "counterfactual_replicas": 2, "burn_taus": 20.0, "batch_taus": 10.0, "stream": "max_length/smoke",
         "short_taus": 4.4,
     },
@@ -93,6 +98,12 @@ PARAMETERS: dict[str, dict[str, Any]] = {
         # the gamma = 0 family (the families study runs it, and five others, at n = 1e3..1e4)
         "family": dict(alpha=0.75, beta=0.5, ns=[100, 1_000], replicas=8, scaled_ns=[10_000], scaled_from=2.0),
         "from_empty": dict(n=10_000, d=10, lam=0.99, taus=6.0, points=150, replicas=4),
+        # near wrong models (qlib.studies.wrong_models), each on its row's own criterion: one batch of
+        # 10 tau after the 20 tau burn-in, on the model's clock; the row's resolution says which it
+        # tells apart (chosen before the run: the d's nearest the model's and eta-greedy at two eta)
+        "near": dict(replicas=4, batches=1, burn_taus=20.0, batch_taus=10.0,
+                     max=["d-1", "d*1.1", "other_sampling", "eta=0.01", "eta=0.001"],
+                     profile=["d*0.9", "d*1.1", "other_sampling"], sweep=["d-1", "d*0.9", "eta=0.01"]),
         "counterfactual_replicas": 4, "burn_taus": 20.0, "batch_taus": 10.0, "stream": "max_length",
         # the old protocol the finite-n counterfactual reruns: 1 tau burn-in from the fluid point, 4.4 tau
         "short_taus": 4.4,
@@ -204,14 +215,15 @@ def _level_groups(points: Sequence[Point]) -> list[list[int]]:
 def estimates(name: str, points: Sequence[Point], *, replicas: int, seeds: Sequence[int], batches: int | None = 1,
               rel_error: float = 0.5, min_batches: int = 2, max_batches: int | None = None, level: int | None = None,
               burn_taus: float = 20.0, batch_taus: float = 20.0, taus_of: Sequence[Point] | None = None,
-              replacement: bool = True, progress: bool = False) -> Estimates:
+              replacement: bool = True, variant: Any = None, progress: bool = False) -> Estimates:
     """Cached equilibrium estimates (one cache entry per point, so an interrupted sweep resumes):
     ``batches`` batches of ``batch_taus`` tau after ``burn_taus`` tau from empty, or (batches=None)
     sequentially until the CI at ``level`` is within ``rel_error`` (at least ``min_batches``, at
     most ``max_batches``).
     ``taus_of``: the points whose relaxation times size the runs (a wrong model runs as many
     steps as the right one; default: each point's own). ``replacement``: the sampling rule (False:
-    without replacement, the "other sampling rule" wrong model)."""
+    without replacement, the "other sampling rule" wrong model). ``variant``: a kernel variant of
+    :mod:`qlib.supermarket.variants` (a near wrong model; None: the model)."""
     points = [tuple(check_parameters(*p)[:3]) for p in points]
     clock = list(points) if taus_of is None else [tuple(q) for q in taus_of]
     tau = [relaxation_time(d, lam) for _, d, lam in clock]
@@ -221,6 +233,8 @@ def estimates(name: str, points: Sequence[Point], *, replicas: int, seeds: Seque
         params = [{**q, "min_batches": min_batches} for q in params]
     if not replacement:
         params = [{**q, "replacement": False} for q in params]
+    if variant is not None:
+        params = [{**q, "variant": name_of(variant)} for q in params]
 
     def compute(idx):
         # Lanes of one kernel share its level count, so points that need many levels (small d near
@@ -237,7 +251,8 @@ def estimates(name: str, points: Sequence[Point], *, replicas: int, seeds: Seque
                                             replicas=replicas, burn_in="tau", burn_taus=burn_taus,
                                             batch_taus=batch_taus, batches=batches,
                                             min_batches=min_batches, replacement=replacement,
-                                            max_steps=max_steps, tau=[tau[i] for i in sub], progress=progress)
+                                            max_steps=max_steps, tau=[tau[i] for i in sub], variant=variant,
+                                            progress=progress)
             out.update({i: _entry(e, LEVELS) for i, e in zip(sub, est)})
         return [out[i] for i in idx]
 
@@ -387,7 +402,8 @@ class MaxLengthResult:
     ``profile_high_d`` (d x 0.75, x 1.25); ``sweep`` and ``sweep_high_d``, ``sweep_jsq2``;
     ``boundary``;
     ``finite_n`` and ``finite_n_short`` (the old protocol: a short run from the fluid point);
-    ``family``; and the ``from_empty`` run. ``refined`` (N, 3) the refined mean field at the
+    ``family``; and the ``from_empty`` run; ``max_near``, ``profile_near``, ``sweep_near`` the
+    near wrong models at the max, profile and sweep points. ``refined`` (N, 3) the refined mean field at the
     finite-n points: fluid, order 1, order 2 at level ``finite_n`` level."""
 
     mode: str
@@ -406,6 +422,11 @@ class MaxLengthResult:
     family: Estimates
     from_empty: FromEmptyRun
     refined: np.ndarray
+    #: near wrong model name -> Estimates at the ``max`` points, the ``profile`` point and the
+    #: ``sweep`` points (PARAMETERS[mode]["near"]; qlib.studies.wrong_models)
+    max_near: dict = field(default_factory=dict)
+    profile_near: dict = field(default_factory=dict)
+    sweep_near: dict = field(default_factory=dict)
 
 
 def _with_d(points: Sequence[Point], d_of) -> list[Point]:
@@ -490,11 +511,28 @@ def run(mode: str = "full", *, progress: bool = True) -> MaxLengthResult:
     fe = P["from_empty"]
     empty = from_empty_run(fe["n"], fe["d"], fe["lam"], taus=fe["taus"], points=fe["points"],
                            replicas=fe["replicas"], seed=named_seed(stream, "from_empty"))
+    W = P["near"]
+
+    def near(tag: str, points: Sequence[Point]) -> dict[str, Estimates]:
+        # each near model its own kernel run (a variant or the other sampling rule is one per call)
+        out = {}
+        for wm in W[tag]:
+            m = WRONG_MODELS[wm]
+            out[wm] = estimates(f"01_near_{tag}_{wm.replace('*', 'x').replace('=', '')}",
+                                [point_of(wm, p) for p in points], replicas=W["replicas"],
+                                seeds=[named_seed(stream, "near", tag, wm, j) for j in range(len(points))],
+                                batches=nb * W["batches"], taus_of=points, replacement=not m.flip,
+                                variant=m.variant, burn_taus=W["burn_taus"], batch_taus=W["batch_taus"],
+                                progress=progress)
+        return out
+
+    near_sets = dict(max_near=near("max", mx["points"]), profile_near=near("profile", [pr["point"]]),
+                     sweep_near=near("sweep", spts))
     r1, r2 = refined_mean_field(fn["d"], fn["lam"]), refined_mean_field(fn["d"], fn["lam"], order=2)
     refined = np.array([[r1.fixed_point[fn["level"]], r1.tail_fraction(n)[fn["level"]], r2.tail_fraction(n)[fn["level"]]]
                         for n in ns])
     return MaxLengthResult(mode=mode, parameters=P, finite_n=finite, finite_n_short=short, from_empty=empty,
-                           refined=refined, **sets)
+                           refined=refined, **sets, **near_sets)
 
 
 # --------------------------------------------------------------------------- claim rows
@@ -511,6 +549,8 @@ PROFILE_TOLERANCE = 0.10  # lengths below k within 10% of the fluid value: a 25%
 #: count-chain codes over ~1200 tau (docs/models.md#finite-n-effects): the band the figure draws
 #: and the row compares with from --scale 10 on
 INDEPENDENT_BAND = (25.0, 45.0)
+#: the relaxation times those two codes pooled (docs/models.md#finite-n-effects)
+INDEPENDENT_TAUS = 1200.0
 
 
 def _pt(e: Estimates, j: int) -> str:
@@ -537,6 +577,13 @@ def _profile_verdict(e: Estimates, j: int, d: int, lam: float, k: int) -> tuple[
     return ok, "; ".join(parts), worst
 
 
+def _near_label(wm: str, e: Estimates, j: int | None) -> str:
+    """A near wrong model's label at point j (None: every point of the set), with its d."""
+    ds = sorted({int(x) for x in (e.d if j is None else e.d[[j]])})
+    return (f"{WRONG_MODELS[wm].label} (d = {', '.join(map(str, ds))}), same steps, {int(e.replicas[0])} replicas, "
+            f"{int(round(float(e.taus[0] if j is None else e.taus[j])))} τ")
+
+
 def _max_rows(result: MaxLengthResult, spec: ClaimSpec) -> list[ClaimRow]:
     """Rows 1-3: the maximum concentrates on k = 1, 2, 3 (threshold max.p_min)."""
     rows: list[ClaimRow] = []
@@ -552,6 +599,12 @@ def _max_rows(result: MaxLengthResult, spec: ClaimSpec) -> list[ClaimRow]:
             vw, textw, mw = _max_verdict(wrong, first + i, k, p_min)
             cfs.append(Counterfactual(f"JSQ({wd}) in place of JSQ({d}), same steps, {int(wrong.replicas[first + i])} "
                                       "replicas", f"{textw} [{vw}]", vw != "FAIL", mw))
+        for wm, e in result.max_near.items():
+            vw, textw, mw = _max_verdict(e, j, k, p_min)
+            lo, hi = (float(a[j, k]) if k < a.shape[1] else 0.0 for a in (e.max_low, e.max_high))
+            se = (hi - lo) / (2 * 1.96)
+            cfs.append(Counterfactual(_near_label(wm, e, j), f"{textw} [{vw}]", vw != "FAIL", mw, near=True,
+                                      se_distance=(mw - p_min) / se if se > 0 else None))
         eps = 1 - lam
         regime = ("in the regime" if eps * d ** (k - 1) <= 0.2 else
                   f"outside the profile regime: (1-lam) d^(k-1) = {eps * d ** (k - 1):.2g}")
@@ -563,7 +616,8 @@ def _max_rows(result: MaxLengthResult, spec: ClaimSpec) -> list[ClaimRow]:
             outcome=verdict, threshold=f"P(max = k) >= {p_min:g} (the threshold first stated; PARAMETERS max.p_min)",
             criterion="the 95% CI of P(max = k) wholly at or above the threshold (PASS), wholly below (FAIL), "
                       "else INCONCLUSIVE",
-            taus=float(mx.taus[j]), start=_start(result.parameters), reference=REF_MAX, counterfactuals=tuple(cfs)))
+            taus=float(mx.taus[j]), start=_start(result.parameters), reference=REF_MAX, counterfactuals=tuple(cfs),
+            resolution=resolution(cfs)))
 
     return rows
 
@@ -579,6 +633,10 @@ def _profile_rows(result: MaxLengthResult, spec: ClaimSpec) -> list[ClaimRow]:
         okw, textw, worst = _profile_verdict(e, 0, d, lam, k)
         cfs.append(Counterfactual(f"JSQ({int(e.d[0])}) in place of JSQ({d}) (d {tag}), same steps, judged against "
                                   f"the fluid values of d = {d}", textw, okw, worst))
+    for wm, e in result.profile_near.items():
+        okw, textw, worst = _profile_verdict(e, 0, d, lam, k)
+        cfs.append(Counterfactual(_near_label(wm, e, 0) + f", judged against the fluid values of d = {d}",
+                                  f"{textw} [{'PASS' if okw else 'FAIL'}]", okw, worst, near=True))
     rows.append(ClaimRow(
         claim=f"the numbers of queues at lengths 1..k-1 are predictable: the fluid fixed point (k = {k})",
         parameters=f"{_pt(pr, 0)}; (1-lam) d^(k-1) = {(1 - lam) * d ** (k - 1):.2g} (outside the regime where the "
@@ -586,7 +644,7 @@ def _profile_rows(result: MaxLengthResult, spec: ClaimSpec) -> list[ClaimRow]:
         theory="fluid fixed point s_i - s_(i+1), s_i = lam^((d^i - 1)/(d - 1))", measured=text, passed=ok,
         criterion=f"at every length 1..k-1: |measured - fluid| <= {PROFILE_TOLERANCE:.0%} of fluid + 95% CI half-width",
         taus=float(pr.taus[0]), start=_start(result.parameters), reference=REF_PROFILE,
-        counterfactuals=tuple(cfs)))
+        counterfactuals=tuple(cfs), resolution=resolution(cfs)))
 
     return rows
 
@@ -611,6 +669,15 @@ def _most_at_k_rows(result: MaxLengthResult, spec: ClaimSpec) -> list[ClaimRow]:
     parts = [f"c={c[j]:.2g}: {v:.3f} (CI from {low:.3f}) >= {bound:.2f}" for j, (_, v, low, bound) in zip(ok_pts, model)]
     wrong = at_k(result.sweep_jsq2)
     okw, textw = all(r[0] for r in wrong), "; ".join(f"{r[1]:.3f}" for r in wrong)
+    cfs = [Counterfactual("JSQ(2) in place of JSQ(d), same steps", f"fraction at k: {textw}", okw)]
+    for wm, e in result.sweep_near.items():
+        got = at_k(e)
+        okn = all(r[0] for r in got)  # as for JSQ(2): no point judged is no rejection
+        # SE distance of the nearest point to its bound (the CI's lower end is value - 1.96 SE)
+        se = min(((v - b) / ((v - lo) / 1.96) for _, v, lo, b in got if v > lo), default=None)
+        cfs.append(Counterfactual(_near_label(wm, e, None), "fraction at k: " + "; ".join(
+            f"{v:.3f} (CI from {lo:.3f})" for _, v, lo, _ in got) + f" [{'PASS' if okn else 'FAIL'}]", okn,
+            near=True, se_distance=se))
     rows.append(ClaimRow(
         claim="most queues have length exactly k: a fraction >= 1 - 2(1-lam) d^(k-1)",
         parameters=f"n = {', '.join(str(int(x)) for x in sw.n)} ((1-lam) n = {', '.join(f'{x:.0f}' for x in eps_ * sw.n)}), d={int(sw.d[0])}, k=2, c = (1-lam) d^(k-1) in "
@@ -619,7 +686,7 @@ def _most_at_k_rows(result: MaxLengthResult, spec: ClaimSpec) -> list[ClaimRow]:
         measured="; ".join(parts), passed=ok,
         criterion="lower end of the 95% CI of the fraction at k >= max(1/2, 1 - 2c) at every point",
         taus=float(sw.taus[ok_pts].min()) if ok_pts else None, start=_start(result.parameters), reference=REF_PROFILE,
-        counterfactuals=(Counterfactual("JSQ(2) in place of JSQ(d), same steps", f"fraction at k: {textw}", okw),)))
+        counterfactuals=tuple(cfs), resolution=resolution(cfs)))
 
     return rows
 
@@ -786,14 +853,14 @@ def _identity_rows(result: MaxLengthResult, spec: ClaimSpec) -> list[ClaimRow]:
 CLAIMS: dict[str, ClaimSpec] = {
     "max": ClaimSpec("max", "the maximum queue length concentrates on k",
                      "the 95% CI of P(max = k) wholly at or above max.p_min (PASS), wholly below (FAIL), else INCONCLUSIVE",
-                     thresholds=(("max", "p_min"), ("max", "batches")), wrong_models=("jsq1", "jsq2"), rows=_max_rows,
+                     thresholds=(("max", "p_min"), ("max", "batches")), wrong_models=("jsq1", "jsq2", *PARAMETERS["full"]["near"]["max"]), rows=_max_rows,
                      reference=REF_MAX),
     "profile": ClaimSpec("profile", "the numbers of queues at lengths 1..k-1 are predictable: the fluid fixed point",
                          "|measured - fluid| <= PROFILE_TOLERANCE of fluid + 95% CI half-width at every length below k",
-                         wrong_models=("d*0.75", "d*1.25"), rows=_profile_rows, reference=REF_PROFILE),
+                         wrong_models=("d*0.75", "d*1.25", *PARAMETERS["full"]["near"]["profile"]), rows=_profile_rows, reference=REF_PROFILE),
     "most_at_k": ClaimSpec("most_at_k", "most queues have length exactly k",
                            "lower end of the 95% CI of the fraction at k >= max(1/2, 1 - 2c) at every point",
-                           wrong_models=("jsq2",), rows=_most_at_k_rows, reference=REF_PROFILE),
+                           wrong_models=("jsq2", *PARAMETERS["full"]["near"]["sweep"]), rows=_most_at_k_rows, reference=REF_PROFILE),
     "asymptotic": ClaimSpec("asymptotic", "the asymptotic formula (1-lam) d^i sharpens as c -> 0",
                             "against the fluid fixed point: the error falls at every step and is <= 2c",
                             wrong_models=("d*1.25",), rows=_asymptotic_rows, reference="docs/models.md#asymptotic-profile"),
@@ -828,6 +895,58 @@ def _within(traj: np.ndarray, target: float, t: np.ndarray, rel: float = 0.05) -
     if bad.size == 0:
         return float(t[0])
     return float(t[bad[-1] + 1]) if bad[-1] + 1 < t.size else float("nan")
+
+
+_SUPERSCRIPT = str.maketrans("-0123456789", "⁻⁰¹²³⁴⁵⁶⁷⁸⁹")
+
+
+def sci(x: float, digits: int = 2) -> str:
+    """``x`` in the notebooks' notation: 4.1·10⁻⁵, 3·10³, 100 (powers of ten from 10^3 on)."""
+    x = float(x)
+    if x == 0 or 1e-2 <= abs(x) < 1e3:  # enough digits that 100 stays 100
+        t = f"{x:.{max(digits, math.floor(math.log10(abs(x))) + 1) if x else digits}g}"
+        if "e" not in t:
+            return t
+    e = math.floor(math.log10(abs(float(f"{x:.{digits}g}"))))
+    m = f"{x / 10**e:.{digits}g}"
+    return ("" if m == "1" else m + "·") + "10" + str(e).translate(_SUPERSCRIPT)
+
+
+def methods_markdown(mode: str) -> str:
+    """Notebook 01's "how every number here is measured", from PARAMETERS[mode] (no number typed
+    in the notebook's prose)."""
+    P = PARAMETERS[check_mode(mode)]
+    near = [wm for wm in WRONG_MODELS if any(wm in P["near"][key] for key in ("max", "profile", "sweep"))]
+    return (f"**How every number here is measured** (`qlib.supermarket.estimate_equilibrium`): every run starts "
+            f"with all queues **empty** — away from the answer — burns in for **{P['burn_taus']:g} relaxation "
+            f"times** τ of the fluid ODE (τ = 1/min|Re eig Df(s*)|, `docs/models.md#relaxation-time`), then "
+            f"measures in batches of {P['batch_taus']:g} τ; error bars are 95% intervals from the batch means of "
+            f"{P['max']['replicas']} independent replicas ({mode} mode). Each claim row is also computed, the "
+            f"same way and for as many steps, on deliberately wrong models: far ones (JSQ(2) or JSQ(1) in place of "
+            f"JSQ(d), d off by 25%), which must fail its criterion, and near ones, plausible bugs "
+            f"({', '.join(short_label(w) for w in near)}; {P['near']['replicas']} replicas, "
+            f"{P['near']['batches']} batch), whose outcome is the row's *resolution*; the table records them all.")
+
+
+def finite_n_markdown(mode: str) -> str:
+    """Notebook 01's section (d) text, from PARAMETERS[mode] and the fluid fixed point."""
+    P = PARAMETERS[check_mode(mode)]
+    fn = P["finite_n"]
+    lv = fn["level"]
+    s_lv = float(fluid_fixed_point(fn["d"], fn["lam"], lv + 1)[lv])
+    ns = " and ".join(sci(n) for n in fn["ns"])
+    mid = (f" (n = {', '.join(sci(n) for n in fn['mid_ns'])} from `--scale {fn['mid_from']:g}`)"
+           if fn["mid_ns"] else "")
+    far = (f"At n = {', '.join(sci(n) for n in fn['scaled_ns'])} two independent count-chain codes measured "
+           f"{INDEPENDENT_BAND[0]:g}–{INDEPENDENT_BAND[1]:g} times the fluid value over ~{INDEPENDENT_TAUS:g} τ "
+           f"(the grey band): converging that point needs about as many τ, so it runs only from "
+           f"`python -m qlib figures --scale {fn['scaled_from']:g}` on.") if fn["scaled_ns"] else ""
+    return (f"No theorem predicts this number at finite n: the fluid value s_{lv} = {sci(s_lv)} is the n → ∞ "
+            "limit, and the refined mean field is an expansion in 1/n whose first terms need not have converged. "
+            "So the table reports it as a *measurement*: `estimate_equilibrium` runs sequentially (batches of "
+            f"{fn['batch_taus']:g} τ, at least {fn['min_batches'] * fn['batch_taus']:g} τ, at most "
+            f"{fn['max_batches'] * fn['batch_taus']:g} τ) until the 95% interval of E[u_{lv}]/n is within "
+            f"±{fn['rel_error']:.0%}, at n = {ns}{mid}. " + far)
 
 
 def findings_markdown(result: MaxLengthResult) -> str:
