@@ -29,11 +29,15 @@ $(STAMP): pyproject.toml
 
 setup: $(STAMP)
 
+# two workers (one per core of the 2-core reference machine; each worker's JAX uses both cores'
+# host devices when the other is idle), a test file per worker so module fixtures run once
+JOBS ?= 2
+
 test: setup
-	$(PY) -m pytest
+	$(PY) -m pytest -n $(JOBS) --dist loadfile
 
 test-quick: setup
-	$(PY) -m pytest -m "not slow and not validation"
+	$(PY) -m pytest -n $(JOBS) --dist loadfile -m "not slow and not validation"
 
 validate: setup
 	$(PY) -m pytest -m validation
