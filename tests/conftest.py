@@ -18,6 +18,7 @@ same code path).
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import textwrap
@@ -73,10 +74,31 @@ def run_on_devices(tmp_path: Path) -> Callable[[int, str], dict[str, np.ndarray]
     return run
 
 
+def _shared_dir(tmp_path_factory, name: str) -> Path:
+    """A folder of this test run that every pytest-xdist worker shares (``make test`` runs two):
+    the parent of the worker's base temp folder under xdist, the base temp folder otherwise."""
+    base = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        base = base.parent
+    p = base / name
+    p.mkdir(exist_ok=True)
+    return p
+
+
 @pytest.fixture(scope="session")
 def smoke_cache(tmp_path_factory) -> Path:
-    """The session's result cache for the studies' smoke runs: empty at the start of the session."""
-    return tmp_path_factory.mktemp("smoke_cache")
+    """The run's result cache for the studies' smoke runs, shared by the workers: empty at the
+    start of the run (entries are written atomically, so workers may share it)."""
+    return _shared_dir(tmp_path_factory, "smoke_cache")
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _compilation_cache(smoke_cache) -> None:
+    """JAX's persistent compilation cache in the run's smoke cache (where the notebook kernels
+    look for it too): a kernel that one worker, or a notebook, compiled is not compiled again."""
+    import qlib.config
+
+    qlib.config.enable_compilation_cache(smoke_cache / "jax")
 
 
 @pytest.fixture(scope="module")
