@@ -30,14 +30,15 @@ $(STAMP): pyproject.toml
 setup: $(STAMP)
 
 # two workers (one per core of the 2-core reference machine; each worker's JAX uses both cores'
-# host devices when the other is idle), a test file per worker so module fixtures run once
+# host devices when the other is idle); the test files whose tests share a module fixture are
+# xdist groups (one worker each), the other tests are dealt out one by one
 JOBS ?= 2
 
 test: setup
-	$(PY) -m pytest -n $(JOBS) --dist loadfile
+	$(PY) -m pytest -n $(JOBS) --dist loadgroup
 
 test-quick: setup
-	$(PY) -m pytest -n $(JOBS) --dist loadfile -m "not slow and not validation"
+	$(PY) -m pytest -n $(JOBS) --dist loadgroup -m "not slow and not validation"
 
 validate: setup
 	$(PY) -m pytest -m validation

@@ -43,6 +43,9 @@ import jax
 import qlib.supermarket as sm
 from qlib import heterogeneous as het
 
+# its tests share a module fixture: one pytest-xdist worker runs them all (make test: --dist loadgroup)
+pytestmark = pytest.mark.xdist_group("test_distributed")
+
 P = jax.process_count()
 assert P == int(os.environ.get("QLIB_TEST_PROCESSES", 1)), P
 assert jax.device_count() == P and jax.local_device_count() == 1, jax.devices()

@@ -14,6 +14,9 @@ import pytest
 
 from qlib import notebooks
 
+# the notebooks run on one worker, after the study tests filled the shared smoke cache
+pytestmark = pytest.mark.xdist_group("test_notebooks")
+
 PATHS = notebooks.notebook_paths()
 IDS = [p.name for p in PATHS]
 
