@@ -35,7 +35,7 @@ setup: $(STAMP)
 JOBS ?= 2
 
 test: setup
-	$(PY) -m pytest -n $(JOBS) --dist loadgroup
+	$(PY) -m pytest -n $(JOBS) --dist loadgroup --durations=15
 
 test-quick: setup
 	$(PY) -m pytest -n $(JOBS) --dist loadgroup -m "not slow and not validation"

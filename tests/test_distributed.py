@@ -31,6 +31,9 @@ import pytest
 
 from child_process import child_env
 
+# its tests share a module fixture: one pytest-xdist worker runs them all (make test: --dist loadgroup)
+pytestmark = pytest.mark.xdist_group("test_distributed")
+
 DEADLINE_S = 240  # for all three jobs together (about 30 s on a busy 2-core machine)
 
 CHILD = r'''
@@ -42,9 +45,6 @@ if os.environ.get("QLIB_TEST_PROCESSES"):  # the distributed children
 import jax
 import qlib.supermarket as sm
 from qlib import heterogeneous as het
-
-# its tests share a module fixture: one pytest-xdist worker runs them all (make test: --dist loadgroup)
-pytestmark = pytest.mark.xdist_group("test_distributed")
 
 P = jax.process_count()
 assert P == int(os.environ.get("QLIB_TEST_PROCESSES", 1)), P

@@ -156,7 +156,8 @@ def test_claim_rows_run_their_criterion_on_near_wrong_models(smoke):
     assert list(smoke.sweep_near) == W["sweep"]
     assert all(e.n.size == smoke.max.n.size for e in smoke.max_near.values())
     # each near model runs on the model's clock (the model's tau sizes its steps) with its own d
-    assert np.array_equal(smoke.max_near["d-1"].d, smoke.max.d - 1)
+    assert np.array_equal(smoke.sweep_near["d-1"].d, smoke.sweep.d - 1)
+    assert np.allclose(smoke.sweep_near["d-1"].taus, W["batch_taus"] * W["batches"], rtol=0.1)  # the model's tau
     rows = eq.claim_rows(smoke)
     for r in rows[:5]:
         near = [c for c in r.counterfactuals if c.near]

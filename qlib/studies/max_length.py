@@ -67,7 +67,7 @@ PARAMETERS: dict[str, dict[str, Any]] = {
         "family": dict(alpha=0.75, beta=0.5, ns=[100, 300], replicas=4, scaled_ns=[], scaled_from=2.0),
         "from_empty": dict(n=1000, d=10, lam=0.99, taus=2.0, points=20, replicas=2),
         # smoke: a few tau (the rows' shape is what is tested; eta-greedy fails row 1 at any length)
-        "near": dict(replicas=2, batches=1, burn_taus=2.0, batch_taus=2.0, max=["d-1", "eta=0.01"],
+        "near": dict(replicas=2, batches=1, burn_taus=2.0, batch_taus=2.0, max=["eta=0.01"],
                      profile=["d*1.1"], sweep=["d-1"]),
         "counterfactual_replicas": 2, "burn_taus": 20.0, "batch_taus": 10.0, "stream": "max_length/smoke",
         "short_taus": 4.4,
