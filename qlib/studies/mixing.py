@@ -68,7 +68,7 @@ CLAIM_THRESHOLDS = dict(growth=0.1, d_exponent_tol=0.3, drain_finding=0.1, lower
 PARAMETERS: dict[str, dict[str, Any]] = {
     "smoke": {
         "family": dict(alpha=0.75, beta=0.5, ns=[100, 300, 1000], replicas=8, scaled_ns=[], scaled_from=2.0),
-        "d_sweep": dict(n=1000, one_minus_lam=1e-3, ds=[100, 141, 200], replicas=8),
+        "d_sweep": dict(n=300, one_minus_lam=1e-3, ds=[100, 141, 200], replicas=4),
         "lower": dict(ns=[100, 300], replicas=64, horizon_taus=10.0, frames=40, threshold=0.25),
         "tail": dict(n=300, replicas=64),
         "good_set": dict(ns=[100, 300, 1000], eps=0.2, horizon_taus=20.0, replicas=8),
