@@ -41,11 +41,11 @@ from qlib.studies import ArrayResult, check_mode
 from qlib.studies.wrong_models import WRONG_MODELS, point_of, resolution, short_label
 from qlib.supermarket import simulate
 from qlib.supermarket.equilibrium import EquilibriumEstimate, estimate_equilibrium_many
-from qlib.supermarket.variants import name_of
 from qlib.supermarket.refined import refined_mean_field, relaxation_time
 from qlib.supermarket.theory import (asymptotic_profile, boundary_distance, check_parameters,
                                      fluid_fixed_point, fluid_trajectory, predicted_max_length,
                                      steps_per_time)
+from qlib.supermarket.variants import name_of
 
 Point = tuple[int, int, float]
 
@@ -853,14 +853,17 @@ def _identity_rows(result: MaxLengthResult, spec: ClaimSpec) -> list[ClaimRow]:
 CLAIMS: dict[str, ClaimSpec] = {
     "max": ClaimSpec("max", "the maximum queue length concentrates on k",
                      "the 95% CI of P(max = k) wholly at or above max.p_min (PASS), wholly below (FAIL), else INCONCLUSIVE",
-                     thresholds=(("max", "p_min"), ("max", "batches")), wrong_models=("jsq1", "jsq2", *PARAMETERS["full"]["near"]["max"]), rows=_max_rows,
+                     thresholds=(("max", "p_min"), ("max", "batches")),
+                     wrong_models=("jsq1", "jsq2", *PARAMETERS["full"]["near"]["max"]), rows=_max_rows,
                      reference=REF_MAX),
     "profile": ClaimSpec("profile", "the numbers of queues at lengths 1..k-1 are predictable: the fluid fixed point",
                          "|measured - fluid| <= PROFILE_TOLERANCE of fluid + 95% CI half-width at every length below k",
-                         wrong_models=("d*0.75", "d*1.25", *PARAMETERS["full"]["near"]["profile"]), rows=_profile_rows, reference=REF_PROFILE),
+                         wrong_models=("d*0.75", "d*1.25", *PARAMETERS["full"]["near"]["profile"]),
+                         rows=_profile_rows, reference=REF_PROFILE),
     "most_at_k": ClaimSpec("most_at_k", "most queues have length exactly k",
                            "lower end of the 95% CI of the fraction at k >= max(1/2, 1 - 2c) at every point",
-                           wrong_models=("jsq2", *PARAMETERS["full"]["near"]["sweep"]), rows=_most_at_k_rows, reference=REF_PROFILE),
+                           wrong_models=("jsq2", *PARAMETERS["full"]["near"]["sweep"]), rows=_most_at_k_rows,
+                           reference=REF_PROFILE),
     "asymptotic": ClaimSpec("asymptotic", "the asymptotic formula (1-lam) d^i sharpens as c -> 0",
                             "against the fluid fixed point: the error falls at every step and is <= 2c",
                             wrong_models=("d*1.25",), rows=_asymptotic_rows, reference="docs/models.md#asymptotic-profile"),
