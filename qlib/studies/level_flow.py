@@ -53,7 +53,7 @@ PARAMETERS: dict[str, dict[str, Any]] = {
     "smoke": dict(points=("max_length",), max_points=1, replicas=4, burn_taus=0.5, taus=1.0,
                   variant_replicas=4, variant_taus=1.0, threshold=5.0, eta_ladder=(0.3, 0.1, 0.03, 0.01),
                   eta_margin=2.0, max_steps=4_000_000),
-    # The make-figures budget (20 min on 2 cores) binds: JSQ(d) at every claim point of
+    # The make-figures budget binds (about 32 min of a quiet 2-core machine): JSQ(d) at every claim point of
     # max_length, mixing and families (the families' 16 points cost ~4e8 replica-steps in a kernel
     # of their own); the near wrong models at the five points ``variant_at`` (n, d, 1-lam),
     # where the development run (all 19 points) saw each of them resolved (d -+ 1 at the
