@@ -75,6 +75,13 @@ def decide(low: float, high: float, threshold: float, *, above: bool = True) -> 
     return "PASS" if high < threshold else ("FAIL" if low >= threshold else "INCONCLUSIVE")
 
 
+def se_distance(value: float, low: float, high: float, threshold: float) -> float | None:
+    """How far ``value`` sits from ``threshold``, in standard errors read off its 95% CI [low,
+    high] (SE = width / (2 x 1.96)); None when the CI has no width (no SE to count in)."""
+    se = (high - low) / (2 * 1.96)
+    return (value - threshold) / se if se > 0 else None
+
+
 def combine(verdicts: Iterable[str]) -> str:
     """All parts of a criterion must hold: FAIL if any part fails, else INCONCLUSIVE if any part
     is undecided, else PASS (findings are never combined into a PASS: a finding wins)."""
@@ -347,4 +354,5 @@ def _md(s: str) -> str:
 
 
 __all__ = ["ClaimRow", "ClaimSpec", "Counterfactual", "STUDIES", "KINDS", "VERDICTS", "MIN_TAUS", "collect",
+           "se_distance",
            "combine", "counts", "decide", "exit_failed", "summary", "to_markdown", "to_text", "to_json", "to_dataframe"]

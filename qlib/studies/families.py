@@ -43,7 +43,7 @@ import numpy as np
 
 from qlib import cache
 from qlib._rng import named_seed
-from qlib.claims import ClaimRow, ClaimSpec, Counterfactual, combine, decide
+from qlib.claims import ClaimRow, ClaimSpec, Counterfactual, combine, decide, se_distance
 from qlib.config import scale
 from qlib.studies import ArrayResult, check_mode
 from qlib.studies.max_length import Estimates, estimates, fluid_max_length
@@ -390,9 +390,8 @@ def concentration_rows(result: FamiliesResult, spec: ClaimSpec) -> list[ClaimRow
 
         def judge(e, j, k=f.k):
             lo, hi, m = float(e.max_low[j, k]), float(e.max_high[j, k]), float(e.max_dist[j, k])
-            se = (hi - lo) / 3.92
             return (decide(lo, hi, C["p_min"]), f"P(max = {k}) = {m:.3f} ({lo:.3f} to {hi:.3f})",
-                    (m - C["p_min"]) / se if se > 0 else None)
+                    se_distance(m, lo, hi, C["p_min"]))
 
         cfs = _wrong_rows(f, judge)
         rows.append(ClaimRow(
@@ -430,9 +429,8 @@ def most_at_k_rows(result: FamiliesResult, spec: ClaimSpec) -> list[ClaimRow]:
         def judge(e, j, kk=k):
             bound = 1 - C["slack"] * f.c(f.ns.size - 1)
             lo, hi, m = float(e.p_low[j, kk]), float(e.p_high[j, kk]), float(e.p[j, kk])
-            se = (hi - lo) / 3.92
-            return decide(lo, hi, bound), f"{m:.3f} ({lo:.3f} to {hi:.3f}) vs {bound:.3f}", \
-                ((m - bound) / se if se > 0 else None)
+            return (decide(lo, hi, bound), f"{m:.3f} ({lo:.3f} to {hi:.3f}) vs {bound:.3f}",
+                    se_distance(m, lo, hi, bound))
 
         cfs = _wrong_rows(f, judge)
         rows.append(ClaimRow(

@@ -35,7 +35,7 @@ import numpy as np
 from qlib import _validate as V
 from qlib import cache, stats
 from qlib._rng import named_seed
-from qlib.claims import ClaimRow, ClaimSpec, Counterfactual, decide
+from qlib.claims import ClaimRow, ClaimSpec, Counterfactual, decide, se_distance
 from qlib.config import scale
 from qlib.studies import ArrayResult, check_mode
 from qlib.studies.wrong_models import WRONG_MODELS, point_of, resolution, short_label
@@ -557,11 +557,14 @@ def _pt(e: Estimates, j: int) -> str:
     return f"n={int(e.n[j])}, d={int(e.d[j])}, 1-lam={1 - float(e.lam[j]):.3g}"
 
 
+def _max_ci(e: Estimates, j: int, k: int) -> tuple[float, float, float]:
+    """P(max = k) at point j and its 95% CI (0 above the levels reported)."""
+    return tuple(float(a[j, k]) if k < a.shape[1] else 0.0 for a in (e.max_dist, e.max_low, e.max_high))
+
+
 def _max_verdict(e: Estimates, j: int, k: int, p_min: float) -> tuple[str, str, float]:
     """PASS / FAIL / INCONCLUSIVE of "P(max = k) >= p_min" from its 95% CI, the text, the value."""
-    lo = float(e.max_low[j, k]) if k < e.max_low.shape[1] else 0.0
-    hi = float(e.max_high[j, k]) if k < e.max_high.shape[1] else 0.0
-    m = float(e.max_dist[j, k]) if k < e.max_dist.shape[1] else 0.0
+    m, lo, hi = _max_ci(e, j, k)
     return decide(lo, hi, p_min), f"P(max = {k}) = {m:.3f} (95% CI {lo:.3f} to {hi:.3f})", m
 
 
@@ -601,10 +604,8 @@ def _max_rows(result: MaxLengthResult, spec: ClaimSpec) -> list[ClaimRow]:
                                       "replicas", f"{textw} [{vw}]", vw != "FAIL", mw))
         for wm, e in result.max_near.items():
             vw, textw, mw = _max_verdict(e, j, k, p_min)
-            lo, hi = (float(a[j, k]) if k < a.shape[1] else 0.0 for a in (e.max_low, e.max_high))
-            se = (hi - lo) / (2 * 1.96)
             cfs.append(Counterfactual(_near_label(wm, e, j), f"{textw} [{vw}]", vw != "FAIL", mw, near=True,
-                                      se_distance=(mw - p_min) / se if se > 0 else None))
+                                      se_distance=se_distance(*_max_ci(e, j, k), p_min)))
         eps = 1 - lam
         regime = ("in the regime" if eps * d ** (k - 1) <= 0.2 else
                   f"outside the profile regime: (1-lam) d^(k-1) = {eps * d ** (k - 1):.2g}")

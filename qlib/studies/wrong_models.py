@@ -58,9 +58,14 @@ def point_of(name: str, point: Sequence) -> tuple[int, int, float]:
     return int(n), int(WRONG_MODELS[name].d_of(int(d))), float(lam)
 
 
+def _short(label: str) -> str:
+    """A wrong model's label up to " in place of": what a resolution names."""
+    return label.split(" in place")[0]
+
+
 def short_label(name: str) -> str:
-    """The label up to " in place of": what a resolution names."""
-    return WRONG_MODELS[name].label.split(" in place")[0]
+    """The short label of wrong model ``name``."""
+    return _short(WRONG_MODELS[name].label)
 
 
 def resolution(cfs: Sequence[Counterfactual]) -> str:
@@ -69,8 +74,8 @@ def resolution(cfs: Sequence[Counterfactual]) -> str:
     near = [c for c in cfs if c.near]
     if not near:
         return ""
-    told = [c.model.split(" in place")[0] for c in near if not c.passed]
-    not_told = [c.model.split(" in place")[0] for c in near if c.passed]
+    told = [_short(c.model) for c in near if not c.passed]
+    not_told = [_short(c.model) for c in near if c.passed]
     return ("tells apart: " + (", ".join(told) or "none of the near models")
             + ("; does not resolve: " + ", ".join(not_told) if not_told else "")
             + ("" if told else " (its evidence on the routing rule rests on the level-flow identity rows)"))
