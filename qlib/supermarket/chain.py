@@ -310,14 +310,32 @@ def draw_block(rng, p: LaneParams, steps: int, replacement: bool, active=None,
     return ev._replace(arrival=ev.arrival & active[None], x=x)
 
 
-def _hits(u, ev: Events, p: LaneParams, replacement: bool):
-    """hit_i = [the event touches a length >= i], i = 1..L, shape (chains, L, lanes)."""
+def log_g(u, p: LaneParams):
+    """log g(u) = log C(u, d)/C(n, d) of sampling without replacement, float64, for integer
+    counts u (any shape, lanes last; meaningful for u >= d). ``p`` has ``log_norm`` filled."""
+    uf = u.astype(jnp.float64)
+    return log_falling(uf, p.d) - p.log_norm
+
+
+def _update_log_g(lg, u, u_new, p: LaneParams):
+    """The carried log g(u_i) of levels 1..L after one step: a step changes at most one level
+    of each chain and lane, so log g is recomputed there only (the same function of the same
+    count as :func:`log_g` of every level: the same bits, one evaluation in place of L)."""
+    changed = u_new[:, 1:] != u[:, 1:]
+    uc = jnp.sum(jnp.where(changed, u_new[:, 1:], jnp.zeros((), u.dtype)), axis=1)
+    return jnp.where(changed, log_g(uc, p)[:, None], lg)
+
+
+def _hits(u, ev: Events, p: LaneParams, replacement: bool, lg=None):
+    """hit_i = [the event touches a length >= i], i = 1..L, shape (chains, L, lanes).
+
+    Without replacement ``lg`` may carry log g(u_i) of levels 1..L (:func:`_update_log_g`)."""
     if replacement:
         return u[:, 1:] > ev.x[None, None]
     uf = u[:, 1:].astype(jnp.float64)
-    log_g = log_falling(uf, p.d) - p.log_norm  # log C(u, d)/C(n, d)
+    log_g_u = log_g(u[:, 1:], p) if lg is None else lg  # log C(u, d)/C(n, d)
     full = u[:, 1:] == p.n.astype(u.dtype)  # g(n) = 1: every arrival into a full level passes it
-    arr_hit = full | ((uf >= p.d) & (ev.log_u[None, None] < log_g))
+    arr_hit = full | ((uf >= p.d) & (ev.log_u[None, None] < log_g_u))
     dep_hit = u[:, 1:] > ev.x[None, None]
     return jnp.where(ev.arrival[None, None], arr_hit, dep_hit)
 
@@ -360,8 +378,10 @@ def step(state: ChainState, p: LaneParams, replacement: bool) -> tuple[ChainStat
 
 # --------------------------------------------------------------------------- the fast step
 
-def _fast_step(u, ev: Events, p: LaneParams, replacement: bool, variant: EventMap = MODEL):
+def _fast_step(u, ev: Events, p: LaneParams, replacement: bool, variant: EventMap = MODEL, lg=None):
     """One step on a group of lanes: (new u, overflow flag (lanes,), level > 0 (chains, lanes)).
+
+    Without replacement ``lg`` is the carried log g(u_i) (see :func:`_step`).
 
     With replacement the hits c_i = [u_i > x] are true exactly for i = 1..level (u is
     non-increasing, x one integer), so the one-hot update of :func:`apply` is a difference of
@@ -372,7 +392,7 @@ def _fast_step(u, ev: Events, p: LaneParams, replacement: bool, variant: EventMa
     need not give a prefix, so the level is summed as in :func:`level` and applied by
     :func:`apply`. Every form gives the numbers of the plain step (tested).
     """
-    c = _hits(u, ev, p, replacement)
+    c = _hits(u, ev, p, replacement, lg)
     if variant.kind == "tie_longer":
         lvl = _tie_longer(u, ev, p, jnp.sum(c, axis=1, dtype=jnp.int32))
         top = jnp.any(ev.arrival[None] & (lvl >= u.shape[1] - 1), axis=0)
@@ -387,6 +407,20 @@ def _fast_step(u, ev: Events, p: LaneParams, replacement: bool, variant: EventMa
     w = jnp.where(ev.arrival[None, None], prev, nxt).astype(u.dtype) - c.astype(u.dtype)
     zero = jnp.zeros(c.shape[:1] + (1,) + c.shape[2:], u.dtype)
     return u + jnp.concatenate([zero, w], axis=1), top, c[:, 0]
+
+
+def _step(u, lg, ev: Events, p: LaneParams, replacement: bool, variant: EventMap = MODEL):
+    """:func:`_fast_step` carrying log g(u_i) without replacement (``lg``, None with it): the
+    sequential loops' step. Evaluating log g at every level each step (two lgammas and a log per
+    level, scalar C-library calls on XLA:CPU) made sampling without replacement ~12x slower per
+    step than with it; carried, it costs one evaluation per step."""
+    u_new, top, busy = _fast_step(u, ev, p, replacement, variant, lg)
+    return u_new, (None if lg is None else _update_log_g(lg, u, u_new, p)), top, busy
+
+
+def _initial_log_g(u, p: LaneParams, replacement: bool):
+    """The carried log g(u_i) of levels 1..L at the start of a loop (None with replacement)."""
+    return None if replacement else log_g(u[:, 1:], p)
 
 
 def _at(u, idx):
@@ -517,34 +551,34 @@ def _local_advance(state: ChainState, obs, p: LaneParams, active, t0, m, *, repl
 
         def run_block(b, c):
             """Steps t0 + b*block + 1, ... of this group: drawn at once, applied in turn."""
-            rg, ug, og, obg = c
+            rg, ug, lg, og, obg = c
             k_len = jnp.minimum(block, m - b * block)
             ev = draw_block(rg, pg, block, replacement, ag, variant)
             t_start = t0 + b * block
 
             def one(k, c):
-                ug, og, obg = c
+                ug, lg, og, obg = c
                 evk = jax.tree.map(lambda x: x[k], ev)
-                u_new, top, busy = _fast_step(ug, evk, pg, replacement, variant)
-                return u_new, og + top.astype(og.dtype), _observe(observe, obg, u_new, evk, busy, t_start + k + 1, ug,
-                                                                  (pm, flow_replacement))
+                u_new, lg, top, busy = _step(ug, lg, evk, pg, replacement, variant)
+                return u_new, lg, og + top.astype(og.dtype), _observe(observe, obg, u_new, evk, busy, t_start + k + 1,
+                                                                      ug, (pm, flow_replacement))
 
-            ug, og, obg = jax.lax.fori_loop(0, k_len, one, (ug, og, obg))
-            return jnp.where(ag, _rng.advance(rg, 2 * k_len), rg), ug, og, obg
+            ug, lg, og, obg = jax.lax.fori_loop(0, k_len, one, (ug, lg, og, obg))
+            return jnp.where(ag, _rng.advance(rg, 2 * k_len), rg), ug, lg, og, obg
 
         obs_g = jax.tree.map(sl, obs)
         if flowing:  # the current flow units of every level, carried through the group's steps
             obs_g = tuple(obs_g) + (flow_units(sl(u)[0], pm, flow_replacement),)
-        c = (sl(rng), sl(u), sl(ovf), obs_g)
+        c = (sl(rng), sl(u), _initial_log_g(sl(u), pg, replacement), sl(ovf), obs_g)
         if meeting:  # stop once every active lane of the group has met
             def cond(bc):
                 b, c = bc
-                return (b < nblocks) & jnp.any(ag & (c[3][1] < 0))
+                return (b < nblocks) & jnp.any(ag & (c[4][1] < 0))
 
             _, c = jax.lax.while_loop(cond, lambda bc: (bc[0] + 1, run_block(bc[0], bc[1])), (jnp.int64(0), c))
         else:
             c = jax.lax.fori_loop(0, nblocks, run_block, c)
-        rg, ug, og, obg = c
+        rg, ug, _, og, obg = c
         if flowing:
             obg = tuple(obg[:-1])
         obs = jax.tree.map(lambda x, y: _lane_update(x, y, s), obs, obg)
@@ -589,32 +623,32 @@ def _local_record(state: ChainState, obs, p: LaneParams, active, t0, m, *, repla
         nblocks = (frames + fpb - 1) // fpb
 
         def run_frames(b, c):
-            rg, ug, og, obg, buf = c
+            rg, ug, lg, og, obg, buf = c
             f0 = b * fpb
             nf = jnp.minimum(fpb, frames - f0)
             ev = draw_block(rg, pg, block, replacement, ag)  # block >= m steps (see _call)
             t_start = t0 + f0 * m
 
             def frame(f, c):
-                ug, og, obg, buf = c
+                ug, lg, og, obg, buf = c
 
                 def one(k, c):
-                    ug, og, obg = c
+                    ug, lg, og, obg = c
                     i = f * m + k
                     evk = jax.tree.map(lambda x: x[i], ev)
-                    ug, top, busy = _fast_step(ug, evk, pg, replacement)
-                    return ug, og + top.astype(og.dtype), _observe(observe, obg, ug, evk, busy, t_start + i + 1)
+                    ug, lg, top, busy = _step(ug, lg, evk, pg, replacement)
+                    return ug, lg, og + top.astype(og.dtype), _observe(observe, obg, ug, evk, busy, t_start + i + 1)
 
-                ug, og, obg = jax.lax.fori_loop(0, m, one, (ug, og, obg))
+                ug, lg, og, obg = jax.lax.fori_loop(0, m, one, (ug, lg, og, obg))
                 buf = jax.lax.dynamic_update_slice_in_dim(buf, ug[None], f0 + f, axis=0)
-                return ug, og, obg, buf
+                return ug, lg, og, obg, buf
 
-            ug, og, obg, buf = jax.lax.fori_loop(0, nf, frame, (ug, og, obg, buf))
-            return jnp.where(ag, _rng.advance(rg, 2 * nf * m), rg), ug, og, obg, buf
+            ug, lg, og, obg, buf = jax.lax.fori_loop(0, nf, frame, (ug, lg, og, obg, buf))
+            return jnp.where(ag, _rng.advance(rg, 2 * nf * m), rg), ug, lg, og, obg, buf
 
         buf0 = jnp.zeros((frames, C, L1, group), u.dtype)
-        c = (sl(rng), sl(u), sl(ovf), jax.tree.map(sl, obs), buf0)
-        rg, ug, og, obg, buf = jax.lax.fori_loop(0, nblocks, run_frames, c)
+        c = (sl(rng), sl(u), _initial_log_g(sl(u), pg, replacement), sl(ovf), jax.tree.map(sl, obs), buf0)
+        rg, ug, _, og, obg, buf = jax.lax.fori_loop(0, nblocks, run_frames, c)
         obs = jax.tree.map(lambda x, y: _lane_update(x, y, s), obs, obg)
         return (_lane_update(rng, rg, s), _lane_update(u, ug, s), _lane_update(ovf, og, s), obs,
                 _lane_update(us, buf, s))
