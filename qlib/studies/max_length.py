@@ -56,13 +56,15 @@ Point = tuple[int, int, float]
 #: ``family`` lam = 1 - n^-alpha, d = floor(n^beta); ``from_empty`` the approach to equilibrium.
 PARAMETERS: dict[str, dict[str, Any]] = {
     "smoke": {
-        "max": dict(points=[(1000, 300, 0.9), (1000, 500, 0.999), (1000, 30, 0.999)], replicas=4,
+        # k = 1, 2, 3 as in full mode, at n = 300 where lam = 0.999 (tau ~ 300-400: the run is 30 tau
+        # of n-queue steps, so its cost is proportional to n)
+        "max": dict(points=[(1000, 300, 0.9), (300, 200, 0.999), (300, 30, 0.999)], replicas=4,
                     wrong_d=[[1, 2], [2], [2]], p_min=0.9, batches=1),
-        "profile": dict(point=(1000, 20, 0.998), replicas=4),
-        "sweep": dict(ns=[1000, 2000, 4000], d=100, one_minus_lam=[4e-3, 2e-3, 1e-3], replicas=4,
+        "profile": dict(point=(300, 20, 0.998), replicas=4),
+        "sweep": dict(ns=[1000, 2000], d=100, one_minus_lam=[4e-3, 2e-3], replicas=4,
                       scaled=dict(ns=[], one_minus_lam=[], from_scale=2.0)),
-        "boundary": dict(n=1000, d=10, one_minus_lam=[1e-2, 10**-2.4], replicas=4),
-        "finite_n": dict(d=100, lam=0.999, ns=[1000, 3000], level=3, rel_error=0.5, replicas=4, min_batches=2,
+        "boundary": dict(n=300, d=10, one_minus_lam=[1e-2, 10**-2.4], replicas=4),
+        "finite_n": dict(d=100, lam=0.999, ns=[300, 1000], level=3, rel_error=0.5, replicas=4, min_batches=2,
                          max_batches=4, batch_taus=10.0, scaled_ns=[], scaled_from=10.0, mid_ns=[], mid_from=2.0),
         "family": dict(alpha=0.75, beta=0.5, ns=[100, 300], replicas=4, scaled_ns=[], scaled_from=2.0),
         "from_empty": dict(n=1000, d=10, lam=0.99, taus=2.0, points=20, replicas=2),
