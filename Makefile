@@ -21,13 +21,13 @@ STAMP := $(if $(VENV),$(VENV),.)/.qlib-installed
 
 .PHONY: setup test test-quick validate mutants figures bench bench-quick browser-test claims clean
 
-# pip >= 21.3 for an editable install from pyproject.toml (upgraded only when older); --no-compile:
-# no byte-compiling of every installed file up front (9 s of the install), a module is compiled
-# when it is first imported
+# pip >= 21.3 for an editable install from pyproject.toml (upgraded only when older; installed
+# files are byte-compiled here: with --no-compile the test-suite's subprocesses compiled them
+# again, each, and make test took as long)
 $(STAMP): pyproject.toml
 	@if [ -n "$(VENV)" ] && [ ! -x "$(PY)" ]; then python3 -m venv $(VENV); fi
 	$(PY) -m pip install -q 'pip>=21.3'
-	$(PY) -m pip install -q --no-compile -e '.[test,bench]'
+	$(PY) -m pip install -q -e '.[test,bench]'
 	@touch $(STAMP)
 
 setup: $(STAMP)

@@ -2,8 +2,9 @@
 
 The chain kernel splits the lane axis over all JAX devices (shard_map on a 1-D mesh, no
 communication inside a chunk). On CPU, XLA_FLAGS=--xla_force_host_platform_device_count=K
-makes K host devices; each count runs in a fresh subprocess (the ``run_on_devices`` fixture of
-conftest.py), because the device count is fixed when JAX starts. Replica r's stream is seeded
+makes K host devices; each count runs in a fresh subprocess, because the device count is fixed
+when JAX starts, or in the test's own process when it has K devices (the ``run_on_devices``
+fixture of conftest.py). Replica r's stream is seeded
 from (seed, r), so its numbers must not depend on the number of replicas (odd counts are
 padded to a multiple of the devices with inactive lanes), on the other points of a grid, nor
 on the number of devices.
