@@ -319,13 +319,19 @@ def log_g(u, p: LaneParams):
     return log_falling(uf, p.d) - p.log_norm
 
 
+def _recompute_where_changed(carried, u, u_new, f):
+    """``carried`` = f(u_i) per level after one step, for counts (..., levels, lanes): a step
+    changes at most one level of each chain and lane, so f is evaluated at that count only (the
+    same function of the same count as f of every level: the same bits, one evaluation in place
+    of one per level)."""
+    changed = u_new != u
+    uc = jnp.sum(jnp.where(changed, u_new, jnp.zeros((), u.dtype)), axis=-2)
+    return jnp.where(changed, f(uc)[..., None, :], carried)
+
+
 def _update_log_g(lg, u, u_new, p: LaneParams):
-    """The carried log g(u_i) of levels 1..L after one step: a step changes at most one level
-    of each chain and lane, so log g is recomputed there only (the same function of the same
-    count as :func:`log_g` of every level: the same bits, one evaluation in place of L)."""
-    changed = u_new[:, 1:] != u[:, 1:]
-    uc = jnp.sum(jnp.where(changed, u_new[:, 1:], jnp.zeros((), u.dtype)), axis=1)
-    return jnp.where(changed, log_g(uc, p)[:, None], lg)
+    """The carried log g(u_i) of levels 1..L after one step (see :func:`_recompute_where_changed`)."""
+    return _recompute_where_changed(lg, u[:, 1:], u_new[:, 1:], lambda uc: log_g(uc, p))
 
 
 def _hits(u, ev: Events, p: LaneParams, replacement: bool, lg=None):
@@ -498,9 +504,7 @@ def _observe(kind: str, obs, u, ev: Events, busy, t, u_prev=None, flow=None):
     if kind == "flow":
         su, sb, sf, q = obs
         p, repl = flow
-        changed = u[0] != u_prev[0]  # (L+1, lanes): at most one level per lane
-        uc = jnp.sum(jnp.where(changed, u[0], jnp.zeros((), u.dtype)), axis=0)
-        q = jnp.where(changed, flow_units(uc, p, repl)[None], q)
+        q = _recompute_where_changed(q, u_prev[0], u[0], lambda uc: flow_units(uc, p, repl))
         return su + u[0].astype(jnp.int64), sb + (u[0] > 0).astype(jnp.int32), sf + q, q
     if kind == "sums":
         su, sb = obs
