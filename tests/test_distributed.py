@@ -31,9 +31,6 @@ import pytest
 
 from child_process import child_env
 
-# its tests share a module fixture: one pytest-xdist worker runs them all (make test: --dist loadgroup)
-pytestmark = pytest.mark.xdist_group("test_distributed")
-
 DEADLINE_S = 240  # for all three jobs together (about 30 s on a busy 2-core machine)
 
 CHILD = r'''

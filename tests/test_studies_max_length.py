@@ -14,9 +14,6 @@ import pytest
 import qlib.supermarket as sm
 from qlib.studies import max_length as eq
 
-# its tests share a module fixture: one pytest-xdist worker runs them all (make test: --dist loadgroup)
-pytestmark = pytest.mark.xdist_group("test_studies_max_length")
-
 Z = 5.0
 
 

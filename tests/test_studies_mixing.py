@@ -13,9 +13,6 @@ import qlib.supermarket as sm
 from qlib import stats
 from qlib.studies import mixing as study
 
-# its tests share a module fixture: one pytest-xdist worker runs them all (make test: --dist loadgroup)
-pytestmark = pytest.mark.xdist_group("test_studies_mixing")
-
 LEVELS = 14
 
 

@@ -13,9 +13,6 @@ import pytest
 from qlib.studies import perfect as study
 from qlib.supermarket import perfect_samples
 
-# its tests share a module fixture: one pytest-xdist worker runs them all (make test: --dist loadgroup)
-pytestmark = pytest.mark.xdist_group("test_studies_perfect")
-
 
 @pytest.fixture(scope="module")
 def result(fresh_cache):

@@ -35,9 +35,6 @@ from qlib.supermarket.refined import (_order2_derivatives, _second_order, _solve
                                       refined_mean_field, relaxation_time)
 from qlib.supermarket.theory import steps_per_time
 
-# its tests share a module fixture: one pytest-xdist worker runs them all (make test: --dist loadgroup)
-pytestmark = pytest.mark.xdist_group("test_supermarket_refined")
-
 SMALL = [(3, 2, 0.7), (4, 2, 0.6), (3, 3, 0.8)]  # (exact solve of n = 5 with replacement takes minutes)
 
 
