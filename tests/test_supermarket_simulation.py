@@ -243,6 +243,26 @@ def _same_result(a, b, what=""):
         assert getattr(a, f) == getattr(b, f), (what, f)
 
 
+def test_burn_in_kernel_choice_changes_no_bit(monkeypatch):
+    """A burn-in runs its own "seen" kernel when long, the measuring kernel when short
+    (simulation.BURN_IN_KERNEL_WORK): the observer never touches the chain, so the two give the
+    same result, bit for bit, also when the level cap grows during the burn-in."""
+    from qlib.supermarket import simulation
+
+    kw = dict(steps=3000, burn_in=4000, seed=3, replicas=3, batches=2, record_every=500, levels=2)
+    calls = []
+    run = chain.ChainDriver.run
+    monkeypatch.setattr(chain.ChainDriver, "run", lambda self, *a, **k: calls.append(k.get("observe")) or run(self, *a, **k))
+    results = []
+    for work in (0, 2**62):
+        monkeypatch.setattr(simulation, "BURN_IN_KERNEL_WORK", work)
+        calls.clear()
+        results.append(sm.simulate(30, 3, 0.9, **kw))
+        assert ("seen" in calls) == (work == 0), calls
+    assert results[0].levels > 2  # the cap grew
+    _same_result(results[0], results[1], "seen vs sums burn-in")
+
+
 @pytest.mark.parametrize("replacement", [True, False])
 def test_simulate_many_is_a_loop_of_simulate_calls(replacement):
     # different n, d, lam, run lengths and burn-ins; one point needs more levels than the others
