@@ -21,7 +21,7 @@ IDS = [p.name for p in PATHS]
 #: the study tests already ran on either xdist worker), so the notebook reads their entries and the
 #: study's smoke run is computed once per `make test`, whichever worker gets there first
 STUDIES_OF = {"01_max_queue_length.md": ("max_length", "families"), "02_mixing_time.md": ("mixing",),
-              "04_perfect_samples.md": ("perfect",)}
+              "03_who_works_the_most.md": ("who_works_the_most",), "04_perfect_samples.md": ("perfect",)}
 
 
 def _cells(nb):

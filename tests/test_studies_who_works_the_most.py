@@ -37,9 +37,20 @@ def test_the_grid_criterion_can_fail():
     assert g.identity_residual.max() < 1e-12
 
 
-def test_study_shape_and_smoke_claim_rows():
+def test_study_shape_and_smoke_claim_rows(fresh_cache, monkeypatch):
     assert set(study.PARAMETERS) == {"full", "smoke"}
     result = study.run("smoke", progress=False)
+    # every simulation is a cache entry: a second run reads them back, the same bits
+    monkeypatch.setattr(study, "simulate", lambda *a, **k: pytest.fail("simulated again instead of reading the cache"))
+    again = study.run("smoke", progress=False)
+    for c, c2 in zip(result.cases, again.cases):
+        assert list(c.runs) == list(c2.runs)
+        for rule, r in c.runs.items():
+            for f in ("busy_fraction", "throughput", "mean_queue", "wait_fraction", "arrivals", "time"):
+                np.testing.assert_array_equal(getattr(r, f), getattr(c2.runs[rule], f), err_msg=f"{rule} {f}")
+            assert (r.lam, r.policy, r.steps, r.burn_in, r.seed) == (c2.runs[rule].lam, c2.runs[rule].policy,
+                                                                    c2.runs[rule].steps, c2.runs[rule].burn_in,
+                                                                    c2.runs[rule].seed)
     assert len(result.profiles) == len(result.sims) == len(study.PARAMETERS["smoke"]["figures"]["loads"])
     rows = study.claim_rows(result)
     claims = [r for r in rows if r.kind == "claim"]

@@ -122,6 +122,24 @@ class SimulationResult:
     def replicas(self) -> int:
         return self.busy_fraction.shape[0]
 
+    def arrays(self) -> dict[str, np.ndarray]:
+        """Every field as a dict of arrays (the sweep cache's form: :func:`qlib.cache.cached`);
+        :meth:`from_arrays` gives the same result back, bit for bit."""
+        out = {f: np.asarray(getattr(self, f)) for f in _RESULT_ARRAYS}
+        out |= {"lam": np.float64(self.lam), "mus": np.asarray(self.mus, np.float64), "policy": np.str_(self.policy),
+                "steps": np.int64(self.steps), "burn_in": np.int64(self.burn_in),
+                "seed": np.int64(-1 if self.seed is None else self.seed)}
+        return out | {f"state_{k}": np.asarray(v) for k, v in self.state._asdict().items() if v is not None}
+
+    @classmethod
+    def from_arrays(cls, a: dict[str, np.ndarray]) -> SimulationResult:
+        """The result :meth:`arrays` was made from."""
+        state = ChainState(*(a.get(f"state_{k}") for k in ChainState._fields))
+        seed = int(a["seed"])
+        return cls(lam=float(a["lam"]), mus=np.asarray(a["mus"]), policy=str(a["policy"]), steps=int(a["steps"]),
+                   burn_in=int(a["burn_in"]), seed=None if seed < 0 else seed, state=state,
+                   **{f: np.asarray(a[f]) for f in _RESULT_ARRAYS})
+
     def estimate(self, name: str) -> Estimate:
         """Mean over replicas with its standard error (needs replicas >= 2), e.g. "busy_fraction"."""
         return replica_mean(np.asarray(getattr(self, name)), axis=0)
@@ -143,6 +161,9 @@ class SimulationResult:
             "wait_fraction": np.repeat(np.asarray(self.wait_fraction), n),
             "arrivals": np.repeat(np.asarray(self.arrivals), n), "time": np.repeat(np.asarray(self.time), n),
         })
+
+
+_RESULT_ARRAYS = ("busy_fraction", "throughput", "mean_queue", "wait_fraction", "arrivals", "time")
 
 
 class _Totals(NamedTuple):

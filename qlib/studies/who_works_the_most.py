@@ -33,7 +33,7 @@ from typing import Any
 
 import numpy as np
 
-from qlib import _validate
+from qlib import _validate, cache
 from qlib._rng import named_seed
 from qlib.claims import ClaimRow, Counterfactual
 from qlib.config import scale
@@ -248,19 +248,33 @@ def gamma_key(gamma: float) -> str:
     return f"mu_power({gamma:g})"
 
 
+def _simulation(lam: float, mus: np.ndarray, *, steps: int, replicas: int, seed: int, policy: str,
+                routing_exponent: float | None, progress: bool) -> SimulationResult:
+    """One routing rule's run (burn-in steps/20), through the sweep cache (entry "03_simulation":
+    the run's parameters and its seed beside the arrays)."""
+    params = dict(lam=float(lam), mus=[float(m) for m in mus], steps=int(steps), burn_in=int(steps) // 20,
+                  replicas=int(replicas), policy=policy, routing_exponent=routing_exponent)
+    kw = {} if routing_exponent is None else dict(routing_exponent=routing_exponent)
+    arrays = cache.cached("03_simulation", params, seed,
+                          lambda: simulate(lam, mus, steps=steps, replicas=replicas, seed=seed, burn_in=steps // 20,
+                                           policy=policy, progress=progress, **kw).arrays())
+    return SimulationResult.from_arrays(arrays)
+
+
 def _simulate_case(n: int, spread: float, rho: float, *, steps: int, replicas: int, seed: int,
                    progress: bool, gammas=()) -> SimulatedCase:
     """Every routing rule at one point, each from its own named stream (seed, rule, n, spread, rho)."""
     mus = geometric_rates(n, spread)
     lam = rho * float(mus.sum())
     name = lambda rule: named_seed("who_works_the_most", seed, rule, n, spread, rho)  # noqa: E731
-    runs = {policy: simulate(lam, mus, steps=steps, replicas=replicas, seed=name(policy), burn_in=steps // 20,
-                             policy=policy, progress=progress)
-            for policy in ("random", "longest_idle", "fastest", "slowest")}
+
+    def run(rule: str, policy: str, g: float | None = None) -> SimulationResult:
+        return _simulation(lam, mus, steps=steps, replicas=replicas, seed=name(rule), policy=policy,
+                           routing_exponent=g, progress=progress)
+
+    runs = {policy: run(policy, policy) for policy in ("random", "longest_idle", "fastest", "slowest")}
     for g in gammas:
-        runs[gamma_key(g)] = simulate(lam, mus, steps=steps, replicas=replicas, seed=name(gamma_key(g)),
-                                      burn_in=steps // 20, policy="mu_power", routing_exponent=g,
-                                      progress=progress)
+        runs[gamma_key(g)] = run(gamma_key(g), "mu_power", g)
     tau, exact_tau = chain_relaxation_time(lam, mus)
     return SimulatedCase(n=n, spread=spread, rho=rho, lam=lam, mus=mus, exact=busy_probabilities(lam, mus),
                          runs=runs, relaxation_time=tau, taus=float(runs["random"].time[0] / tau),
