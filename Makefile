@@ -1,6 +1,6 @@
 # make test     — set up (a .venv unless an environment is active) and run the test-suite,
-#                 which executes every notebook in smoke mode (about 7 min from a fresh clone on a
-#                 2-core machine, largest process under 3 GB: README, Tests).
+#                 which executes every notebook in smoke mode (about 5.2 min from a fresh clone on
+#                 a 2-core machine, setup included; largest process under 3 GB: README, Tests).
 # make test-quick — the same without the slow tests (notebook execution): the quick local loop.
 # make validate — the heavy validations (exact n = 10, long simulations against published
 #                 numbers): pytest -m validation.
