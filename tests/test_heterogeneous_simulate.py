@@ -450,6 +450,8 @@ def test_result_round_trips_through_its_arrays(tmp_path, policy):
                       H.simulate(LAM5, MUS5, steps=500, initial=r, policy=policy).state)
     unseeded = H.simulate(LAM5, MUS5, steps=10, initial=r.state, policy=policy)
     assert unseeded.seed is None and H.SimulationResult.from_arrays(unseeded.arrays()).seed is None
+    top = H.simulate(LAM5, MUS5, steps=10, replicas=2, seed=2**64 - 1, policy=policy)  # the largest seed
+    assert H.SimulationResult.from_arrays(top.arrays()).seed == 2**64 - 1
 
 
 def test_continuation_must_match_replicas_policy_and_servers():

@@ -128,16 +128,15 @@ class SimulationResult:
         out = {f: np.asarray(getattr(self, f)) for f in _RESULT_ARRAYS}
         out |= {"lam": np.float64(self.lam), "mus": np.asarray(self.mus, np.float64), "policy": np.str_(self.policy),
                 "steps": np.int64(self.steps), "burn_in": np.int64(self.burn_in),
-                "seed": np.int64(-1 if self.seed is None else self.seed)}
+                "seed": np.uint64(0 if self.seed is None else self.seed), "seeded": np.bool_(self.seed is not None)}
         return out | {f"state_{k}": np.asarray(v) for k, v in self.state._asdict().items() if v is not None}
 
     @classmethod
     def from_arrays(cls, a: dict[str, np.ndarray]) -> SimulationResult:
         """The result :meth:`arrays` was made from."""
         state = ChainState(*(a.get(f"state_{k}") for k in ChainState._fields))
-        seed = int(a["seed"])
         return cls(lam=float(a["lam"]), mus=np.asarray(a["mus"]), policy=str(a["policy"]), steps=int(a["steps"]),
-                   burn_in=int(a["burn_in"]), seed=None if seed < 0 else seed, state=state,
+                   burn_in=int(a["burn_in"]), seed=int(a["seed"]) if bool(a["seeded"]) else None, state=state,
                    **{f: np.asarray(a[f]) for f in _RESULT_ARRAYS})
 
     def estimate(self, name: str) -> Estimate:
