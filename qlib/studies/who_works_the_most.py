@@ -252,12 +252,13 @@ def _simulation(lam: float, mus: np.ndarray, *, steps: int, replicas: int, seed:
                 routing_exponent: float | None, progress: bool) -> SimulationResult:
     """One routing rule's run (burn-in steps/20), through the sweep cache (entry "03_simulation":
     the run's parameters and its seed beside the arrays)."""
-    params = dict(lam=float(lam), mus=[float(m) for m in mus], steps=int(steps), burn_in=int(steps) // 20,
+    burn_in = int(steps) // 20
+    params = dict(lam=float(lam), mus=[float(m) for m in mus], steps=int(steps), burn_in=burn_in,
                   replicas=int(replicas), policy=policy, routing_exponent=routing_exponent)
-    kw = {} if routing_exponent is None else dict(routing_exponent=routing_exponent)
     arrays = cache.cached("03_simulation", params, seed,
-                          lambda: simulate(lam, mus, steps=steps, replicas=replicas, seed=seed, burn_in=steps // 20,
-                                           policy=policy, progress=progress, **kw).arrays())
+                          lambda: simulate(lam, mus, steps=steps, replicas=replicas, seed=seed, burn_in=burn_in,
+                                           policy=policy, routing_exponent=routing_exponent,
+                                           progress=progress).arrays())
     return SimulationResult.from_arrays(arrays)
 
 
