@@ -94,31 +94,56 @@ def combine(verdicts: Iterable[str]) -> str:
 
 @dataclass(frozen=True)
 class ClaimSpec:
-    """One claim as data: ``key`` (its name in the study's ``CLAIMS`` table), ``claim`` (the
-    statement), ``criterion`` (how it is decided), ``thresholds`` (the paths in the study's
-    ``PARAMETERS[mode]`` of every threshold the criterion uses, fixed before the run),
-    ``wrong_models`` (the names of the wrong models it is run on: far ones that must fail, near
-    ones whose outcome is the row's resolution; a hook for the kernel variants of
-    ``qlib.supermarket.variants``), ``rows`` (result, spec) -> list of ClaimRow, and
-    ``reference`` (docs/models.md and the paper)."""
+    """One claim as data, from which its rows are built.
+
+    Args:
+        key: its name in the study's ``CLAIMS`` table.
+        claim: the statement (a ``str.format`` template where a row fills in its point, e.g. ``{k}``).
+        criterion: how it is decided, a ``str.format`` template over the threshold values
+            (:meth:`values`) and the row's own fields; rendered once by :meth:`criterion_text`.
+        thresholds: the paths under the study's ``PARAMETERS[mode]["claims"]`` of every threshold
+            the criterion uses, fixed before the run; a value is named by its path's last element.
+        threshold: the row's "threshold (pre-set)" text, a template like ``criterion``.
+        wrong_models: keys of :data:`qlib.studies.wrong_models.WRONG_MODELS` the criterion is run on
+            (far ones must fail it, near ones make its resolution).
+        controls: counterfactuals that are not routing models (a control point, a short run, the
+            fluid limit): named here so the table lists every counterfactual a row carries.
+        rows: ``rows(result, spec) -> list[ClaimRow]``.
+        reference: docs/models.md and the paper.
+    """
 
     key: str
     claim: str
     criterion: str
     thresholds: tuple[tuple[str, ...], ...] = ()
+    threshold: str = ""
     wrong_models: tuple[str, ...] = ()
+    controls: tuple[str, ...] = ()
     rows: Callable[..., list] | None = None
     reference: str = ""
 
-    def threshold_values(self, parameters: dict) -> dict[str, object]:
-        """Each threshold's value, read from ``parameters`` (a study's PARAMETERS[mode])."""
+    def values(self, parameters: dict) -> dict[str, object]:
+        """Each threshold's value, read from ``parameters["claims"]`` (a study's PARAMETERS[mode]) and
+        named by the last element of its path. KeyError if a path does not resolve."""
         out = {}
         for path in self.thresholds:
-            v = parameters
+            v = parameters["claims"]
             for p in path:
                 v = v[p]
-            out[".".join(path)] = v
+            out[path[-1]] = v
         return out
+
+    def threshold_values(self, parameters: dict) -> dict[str, object]:
+        """Each threshold's value by its dotted path under ``claims`` (what the tests walk)."""
+        return {".".join(path): v for path, v in zip(self.thresholds, self.values(parameters).values())}
+
+    def criterion_text(self, parameters: dict, **fields) -> str:
+        """The criterion rendered from the threshold values of ``parameters`` (and a row's ``fields``)."""
+        return self.criterion.format(**self.values(parameters), **fields)
+
+    def threshold_text(self, parameters: dict, **fields) -> str:
+        """The row's pre-set threshold text rendered from the threshold values (and ``fields``)."""
+        return self.threshold.format(**self.values(parameters), **fields)
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,7 @@ import qlib.supermarket as sm
 from qlib.studies import max_length as eq
 
 Z = 5.0
+TOL = eq.PARAMETERS["smoke"]["claims"]["profile"]["tolerance"]
 
 
 @pytest.fixture(autouse=True)
@@ -86,7 +87,7 @@ def test_from_empty_run_approaches_the_fluid_trajectory():
     s0 = np.zeros(r.fluid.shape[1])
     s0[0] = 1.0
     for d_wrong in (4, 6):
-        wrong = eq.fluid_trajectory(d_wrong, 0.9, r.t, s0)
+        wrong = sm.fluid_trajectory(d_wrong, 0.9, r.t, s0)
         assert np.max(np.abs(r.sim[:, 1:4] - wrong[:, 1:4])) > tol, d_wrong
 
 
@@ -112,10 +113,10 @@ def test_the_criteria_can_fail():
     assert unsure == "INCONCLUSIVE"  # CI 0.89 to 0.93 straddles 0.9
     fp = sm.fluid_fixed_point(20, 0.998, 4)
     exact = fp[:-1] - fp[1:]
-    ok, _, _ = eq._profile_verdict(_fake([0] * 6, np.append(exact, 0)), 0, 20, 0.998, 3)
+    ok, _, _ = eq._profile_verdict(_fake([0] * 6, np.append(exact, 0)), 0, 20, 0.998, 3, TOL)
     assert ok
     off = np.append(exact, 0) * np.array([1, 1.2, 1, 1, 1])  # length 1 off by 20%
-    bad, _, _ = eq._profile_verdict(_fake([0] * 6, off), 0, 20, 0.998, 3)
+    bad, _, _ = eq._profile_verdict(_fake([0] * 6, off), 0, 20, 0.998, 3, TOL)
     assert not bad
 
 
@@ -190,7 +191,7 @@ def test_findings_render_from_the_result_and_max_rows_use_the_preset_threshold(s
     md = eq.findings_markdown(smoke)
     assert md.count("\n- ") == 4 and "P(max = k)" in md
     rows = eq.claim_rows(smoke)
-    p_min = eq.PARAMETERS["smoke"]["max"]["p_min"]
+    p_min = eq.PARAMETERS["smoke"]["claims"]["max"]["p_min"]
     for r in rows[:3]:
         assert r.verdict in ("PASS", "FAIL", "INCONCLUSIVE") and f">= {p_min:g}" in r.threshold
 
@@ -206,3 +207,33 @@ def test_long_points_join_from_their_scale(monkeypatch):
     monkeypatch.setenv("QLIB_SCALE", "10")
     assert 100_000 in eq.finite_n_sizes("full")
     assert eq.finite_n_sizes("smoke") == eq.PARAMETERS["smoke"]["finite_n"]["ns"]
+
+
+def test_summary_is_the_numbers_of_the_result(smoke):
+    """summary(result): one row per max, family and finite-n point, values equal to the result's."""
+    df = eq.summary(smoke)
+    assert list(df.columns) == list(eq.SUMMARY_COLUMNS)
+    by = {s: df[df.set == s].reset_index(drop=True) for s in ("max", "family", "finite_n")}
+    assert len(df) == smoke.max.n.size + smoke.family.n.size + smoke.finite_n.n.size
+    mx = smoke.max
+    for j in range(mx.n.size):
+        k = int(mx.k[j])
+        row = by["max"].iloc[j]
+        assert (row.n, row.d, row.k) == (int(mx.n[j]), int(mx.d[j]), k)
+        assert (row.p_max_k, row.p_max_k_low, row.p_max_k_high) == (mx.max_dist[j, k], mx.max_low[j, k], mx.max_high[j, k])
+    f = smoke.family
+    assert np.array_equal(by["family"].fraction_at_k, [f.p[j, int(f.k[j])] for j in range(f.n.size)])
+    fn, fl, lv = smoke.finite_n, float(smoke.refined[0, 0]), eq.PARAMETERS["smoke"]["finite_n"]["level"]
+    assert np.allclose(by["finite_n"].tail_over_fluid, fn.tail[:, lv] / fl, rtol=0, atol=0)
+    assert np.array_equal(by["finite_n"].refined_order_2, smoke.refined[:, 2] / fl)
+    assert by["finite_n"].p_max_k.isna().all() and by["max"].tail_over_fluid.isna().all()
+
+
+def test_near_models_a_mode_runs_are_the_rows_wrong_models():
+    """PARAMETERS[mode]["near"] chooses which of a spec's wrong models a mode runs: never another."""
+    for mode in ("smoke", "full"):
+        W = eq.PARAMETERS[mode]["near"]
+        for tag, key in (("max", "max"), ("profile", "profile"), ("sweep", "most_at_k")):
+            assert set(W[tag]) <= set(eq.CLAIMS[key].wrong_models), (mode, tag)
+    assert list(eq.PARAMETERS["full"]["near"]["max"]) == [w for w in eq.CLAIMS["max"].wrong_models
+                                                          if w not in ("jsq1", "jsq2")]

@@ -36,7 +36,10 @@ def _same(d: int) -> int:
 
 
 WRONG_MODELS: dict[str, WrongModel] = {
+    "jsq1": WrongModel(True, "JSQ(1) in place of JSQ(d) (uniform routing)", lambda d: 1),
     "jsq2": WrongModel(True, "JSQ(2) in place of JSQ(d)", lambda d: 2),
+    "d*0.75": WrongModel(True, "JSQ(0.75 d) in place of JSQ(d) (d off by 25%)", lambda d: round(0.75 * d)),
+    "d*1.25": WrongModel(True, "JSQ(1.25 d) in place of JSQ(d) (d off by 25%)", lambda d: round(1.25 * d)),
     "half_d": WrongModel(True, "JSQ(d/2) in place of JSQ(d) (half the choices)", lambda d: max(2, d // 2)),
     "d-1": WrongModel(False, "JSQ(d-1) in place of JSQ(d)", lambda d: max(1, d - 1)),
     "d+1": WrongModel(False, "JSQ(d+1) in place of JSQ(d)", lambda d: d + 1),
