@@ -125,3 +125,24 @@ def test_explore_slider_callback():
     assert np.all(np.diff(x.l1) <= 0)
     with pytest.raises(ValueError, match="d must"):
         study.explore(30, 1, 0.9)
+
+
+def test_summary_is_the_numbers_of_the_result(smoke):
+    """summary(result): one row per point of each set, values equal to the result's fields."""
+    df = study.summary(smoke)
+    assert list(df.columns) == list(study.SUMMARY_COLUMNS)
+    sizes = {name: getattr(smoke, name).n.size for name in
+             ("good", "good_pos", "top", "d_sweep", "d_fixed", "lower", "lower_pos", "exits", "exits_pos")}
+    assert df.set.value_counts().to_dict() == sizes
+    g = df[df.set == "good"].reset_index(drop=True)
+    T = smoke.good.T
+    assert np.array_equal(g.n, smoke.good.n) and np.array_equal(g.d, smoke.good.d)
+    for j in range(T.shape[0]):
+        ok = np.isfinite(T[j])
+        assert g.met[j] == ok.mean() and g.T_mean[j] == T[j][ok].mean()
+        n, d, lam = int(smoke.good.n[j]), int(smoke.good.d[j]), float(smoke.good.lam[j])
+        assert g.T_over_upper[j] == g.T_mean[j] / study.reference_time(n, d, lam)
+    lo = df[df.set == "lower"].reset_index(drop=True)
+    assert np.array_equal(lo.crossing_good, smoke.lower.crossing_good)
+    assert np.array_equal(lo.crossing_stationary, smoke.lower.crossing_stationary)
+    assert lo.T_mean.isna().all() and g.crossing_good.isna().all()

@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 
 from qlib.studies import who_works_the_most as study
+from qlib.studies.who_works_the_most import compute
 
 
 def test_profile_for_sliders():
@@ -41,7 +42,7 @@ def test_study_shape_and_smoke_claim_rows(fresh_cache, monkeypatch):
     assert set(study.PARAMETERS) == {"full", "smoke"}
     result = study.run("smoke", progress=False)
     # every simulation is a cache entry: a second run reads them back, the same bits
-    monkeypatch.setattr(study, "simulate", lambda *a, **k: pytest.fail("simulated again instead of reading the cache"))
+    monkeypatch.setattr(compute, "simulate", lambda *a, **k: pytest.fail("simulated again instead of reading the cache"))
     again = study.run("smoke", progress=False)
     for c, c2 in zip(result.cases, again.cases):
         assert list(c.runs) == list(c2.runs)
@@ -78,3 +79,16 @@ def test_routing_proportional_to_mu_power_zero_is_uniform():
     from qlib.heterogeneous import busy_probabilities, marginals_from_sets
     np.testing.assert_allclose(marginals_from_sets(sets, p), busy_probabilities(lam, mus), rtol=1e-10)
     assert study.swap_residual(lam, mus, 0.0) < 1e-12 < 1e-3 < study.swap_residual(lam, mus, 0.25)
+
+
+def test_summary_is_the_exact_profiles(fresh_cache):
+    """summary(result): one row per load and server, values equal to the result's profiles."""
+    result = study.run("smoke", progress=False)
+    df = study.summary(result)
+    assert list(df.columns) == list(study.SUMMARY_COLUMNS)
+    assert len(df) == sum(p.n for p in result.profiles)
+    for p in result.profiles:
+        sub = df[df.rho == p.rho]
+        assert np.array_equal(sub.busy, p.busy) and np.array_equal(sub.work, p.work) and np.array_equal(sub.mu, p.mus)
+        assert np.array_equal(sub.informed_busy, p.informed_busy)
+        assert sub.busiest_uniform.sum() == 1 and sub.server[sub.busiest_uniform].item() == np.argmax(p.busy) + 1

@@ -21,7 +21,7 @@ only slowly with n. Showing the asymptotic statement in the regime needs n >= 10
 beyond this machine's budget (the notebook states the cost).
 
 The study's shape (see :mod:`qlib.studies`): :data:`PARAMETERS` (``parameters``), :data:`CLAIMS`
-and :func:`claim_rows` (``claims``), :func:`run` (``run``), the notebook's prose and
+and :func:`claim_rows` (``claims``), :func:`run` (``compute``), the notebook's prose and
 :func:`summary` (``prose``); figures in :mod:`qlib.plots.max_length`.
 """
 
@@ -29,11 +29,14 @@ from qlib.studies.max_length.parameters import (CLAIM_THRESHOLDS, INDEPENDENT_BA
                                                 PointTuple, family_point, family_sizes, finite_n_sizes,
                                                 sweep_points)
 from qlib.studies.max_length.claims import CLAIMS, claim_rows, _max_verdict, _profile_verdict
-from qlib.studies.max_length.run import (LEVELS, Estimates, FromEmptyRun, InteractiveRun, MaxLengthResult,
+from qlib.studies.max_length.compute import (LEVELS, Estimates, FromEmptyRun, InteractiveRun, MaxLengthResult,
                                          ProfileView, estimates, fluid_max_length, from_empty_run, interactive_run,
                                          profile_view, run, short_fluid_run)
 from qlib.studies.max_length.prose import (SUMMARY_COLUMNS, findings_markdown, finite_n_markdown,
                                            methods_markdown, sci, summary)
+
+#: helpers the tests call by name
+_TESTED = (_max_verdict, _profile_verdict)
 
 __all__ = ["PARAMETERS", "CLAIMS", "CLAIM_THRESHOLDS", "INDEPENDENT_BAND", "INDEPENDENT_TAUS", "PointTuple", "LEVELS",
            "Estimates", "FromEmptyRun", "InteractiveRun", "MaxLengthResult", "ProfileView", "claim_rows", "estimates",

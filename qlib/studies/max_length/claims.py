@@ -11,7 +11,7 @@ import numpy as np
 
 from qlib import stats
 from qlib.claims import ClaimRow, ClaimSpec, Counterfactual, decide, se_distance
-from qlib.studies.max_length.run import Estimates, MaxLengthResult, _exact_lengths
+from qlib.studies.max_length.compute import Estimates, MaxLengthResult, _exact_lengths
 from qlib.studies.wrong_models import WRONG_MODELS, resolution
 from qlib.supermarket.theory import fluid_fixed_point
 

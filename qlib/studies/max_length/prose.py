@@ -10,7 +10,7 @@ import numpy as np
 from qlib.studies import check_mode
 from qlib.studies.max_length.claims import CLAIMS, _max_verdict, _profile_verdict
 from qlib.studies.max_length.parameters import INDEPENDENT_BAND, INDEPENDENT_TAUS, PARAMETERS
-from qlib.studies.max_length.run import MaxLengthResult, _exact_lengths
+from qlib.studies.max_length.compute import MaxLengthResult, _exact_lengths
 from qlib.studies.wrong_models import WRONG_MODELS, short_label
 from qlib.supermarket.theory import fluid_fixed_point
 
