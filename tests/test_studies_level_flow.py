@@ -29,7 +29,7 @@ def test_smoke_rows_record_every_near_variant_with_its_se_distance():
         assert r.kind == "identity" and r.measured.startswith("JSQ(d): Z_j/SE")
         assert len(r.counterfactuals) == len(NEAR) and all(c.near for c in r.counterfactuals)
         for c in r.counterfactuals:
-            assert c.se_distance is not None and c.passed == (c.se_distance <= study.PARAMETERS["smoke"]["threshold"])
+            assert c.se_distance is not None and c.passed == (c.se_distance <= study.PARAMETERS["smoke"]["claims"]["threshold"])
     # the verdict is the stated criterion on the model's own residuals
     z = result.z(result.model[0], 0)
     assert z.size == result.levels[0] and rows[0].passed == bool(np.all(np.abs(z) <= 5.0))

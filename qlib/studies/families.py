@@ -74,8 +74,8 @@ PARAMETERS: dict[str, dict[str, Any]] = {
         "replicas": 4, "burn_taus": 20.0, "batch_taus": 10.0, "batches": 1,
         "sd": dict(replicas=2, taus=2.0, samples=50),
         "wrong": dict(replicas=2, batches=1, batch_taus=10.0, models=["jsq2", "d-1"]),
-        "hypotheses": dict(c_max=0.5, gamma_min=0.0),
-        "claims": dict(p_min=0.95, p_halfwidth_target=0.05, slope_max=0.0, slack=2.0, boot=200),
+        "claims": dict(p_min=0.95, p_halfwidth_target=0.05, slope_max=0.0, slack=2.0, boot=200,
+                       hypotheses=dict(c_max=0.5, gamma_min=0.0)),
         "stream": "families/smoke",
     },
     "full": {
@@ -91,7 +91,6 @@ PARAMETERS: dict[str, dict[str, Any]] = {
         "wrong": dict(replicas=4, batches=1, batch_taus=10.0,
                       models=["jsq2", "half_d", "d-1", "d*0.9", "other_sampling"]),
         # fixed before the full run (commit "families: PARAMETERS and criteria fixed before the full run")
-        "hypotheses": dict(c_max=0.5, gamma_min=0.0),
         "claims": dict(
             # "concentrates": the lower end of the 95% CI of P(max = k) at the largest n is >= 0.95 ...
             p_min=0.95,
@@ -101,7 +100,9 @@ PARAMETERS: dict[str, dict[str, Any]] = {
             slope_max=0.0,
             # "most queues at k" (BFL18): the fraction at k >= 1 - slack (1-lam) d^(k-1) at every point
             slack=2.0,
-            boot=2000),
+            boot=2000,
+            # where a row is a claim and not a finding (docs/models.md#hypotheses)
+            hypotheses=dict(c_max=0.5, gamma_min=0.0)),
         "stream": "families",
     },
 }
@@ -253,7 +254,7 @@ def run(mode: str = "full", *, progress: bool = True) -> FamiliesResult:
     mode = check_mode(mode)
     P = PARAMETERS[mode]
     nb = P["batches"] * (max(1, int(round(scale()))) if mode == "full" else 1)
-    H = P["hypotheses"]
+    H = P["claims"]["hypotheses"]
     out = []
     for name, fam in P["families"].items():
         a, b = fam["alpha"], fam["beta"]
@@ -315,7 +316,7 @@ def methods_markdown(mode: str) -> str:
     """Notebook 01's scaling-families paragraph, its numbers read from PARAMETERS[mode] (the
     thresholds fixed before the run, the run lengths)."""
     P = PARAMETERS[check_mode(mode)]
-    H, C, sd = P["hypotheses"], P["claims"], P["sd"]
+    H, C, sd = P["claims"]["hypotheses"], P["claims"], P["sd"]
     d0 = [f for f in P["families"].values() if abs(1 - 2 * f["alpha"] + f["beta"]) < 1e-12]
     zero = (f"The family α = {d0[0]['alpha']:g}, β = {d0[0]['beta']:g} of (c) has γ = 0. " if d0 else "")
     return ("Brightwell, Fairthorne & Luczak state the concentration for λ = 1 − n^(−α), d = ⌊n^β⌋ and \"suitable "
@@ -376,7 +377,7 @@ def concentration_rows(result: FamiliesResult, spec: ClaimSpec) -> list[ClaimRow
     """Per family: P(max != k) falls with n (slope CI below ``slope_max``) and P(max = k) >= p_min
     at the largest n (lower CI end); a finding outside the hypotheses."""
     C = result.parameters["claims"]
-    thr = f"P(max = k) lower 95% end >= {C['p_min']:g} at the largest n; slope upper 95% end < {C['slope_max']:g}"
+    thr = spec.threshold_text(result.parameters)
     rows = []
     for f in result.families:
         q, qlo, qhi = _not_k(f)
@@ -402,7 +403,7 @@ def concentration_rows(result: FamiliesResult, spec: ClaimSpec) -> list[ClaimRow
                      f"half-width of P(max = k) at the largest n {(phi - plo) / 2:.3f} (target "
                      f"{C['p_halfwidth_target']:g}: {'reached' if (phi - plo) / 2 <= C['p_halfwidth_target'] else 'not reached'} "
                      f"within the step budget of {result.parameters['batches']} x {result.parameters['batch_taus']:g} τ)",
-            passed=outcome == "PASS", outcome=outcome, criterion=spec.criterion, threshold=thr,
+            passed=outcome == "PASS", outcome=outcome, criterion=spec.criterion_text(result.parameters), threshold=thr,
             taus=float(f.est.taus.min()), start=_start(result.parameters), reference=spec.reference, counterfactuals=cfs,
             resolution=resolution(cfs)))
     return rows
@@ -437,8 +438,8 @@ def most_at_k_rows(result: FamiliesResult, spec: ClaimSpec) -> list[ClaimRow]:
             claim=spec.claim.format(k=k) + ("" if inside else " — outside the hypotheses: a finding"),
             parameters=f"{_fam_text(f)}; {int(f.est.replicas[0])} replicas",
             theory=f"fraction at k >= 1 - 2 n^(-alpha+(k-1)beta) ~ 1 - 2 (1-lam) d^(k-1) (BFL18), fluid 1 - (1-lam) d^(k-1)",
-            measured="; ".join(parts), passed=outcome == "PASS", outcome=outcome, criterion=spec.criterion,
-            threshold=f"bound 1 - {C['slack']:g} (1-lam) d^(k-1) at every point (lower 95% end)",
+            measured="; ".join(parts), passed=outcome == "PASS", outcome=outcome, criterion=spec.criterion_text(result.parameters),
+            threshold=spec.threshold_text(result.parameters),
             taus=float(f.est.taus.min()), start=_start(result.parameters), reference=spec.reference, counterfactuals=cfs,
             resolution=resolution(cfs)))
     return rows
@@ -459,8 +460,8 @@ def buffer_rows(result: FamiliesResult, spec: ClaimSpec) -> list[ClaimRow]:
         f"{int(result.parameters['sd']['replicas'])} replicas x {result.parameters['sd']['samples']} records over "
         f"{result.parameters['sd']['taus']:g} τ after 20 τ from empty",
         theory="heuristic: SD(N) ~ 1/(1-lam); buffer n (1-lam) d^(k-1); buffer/excursion = n^gamma",
-        measured="; ".join(parts), passed=False, outcome="finding", criterion=spec.criterion,
-        threshold="— (a finding: no threshold)", taus=float(min(f.sd.taus.min() for f in result.families)),
+        measured="; ".join(parts), passed=False, outcome="finding", criterion=spec.criterion_text(result.parameters),
+        threshold=spec.threshold_text(result.parameters), taus=float(min(f.sd.taus.min() for f in result.families)),
         start=_start(result.parameters), reference=spec.reference)]
 
 
@@ -473,19 +474,22 @@ CLAIMS: dict[str, ClaimSpec] = {
                   ">= p_min, and the upper end of the 95% bootstrap CI of the slope of log P(max != k) in log n "
                   "< slope_max (PASS: both decided; FAIL: either decided against; INCONCLUSIVE: a CI straddles); "
                   "outside: a finding",
-        thresholds=(("claims", "p_min"), ("claims", "slope_max"), ("claims", "p_halfwidth_target"), ("hypotheses", "c_max"),
+        thresholds=(("p_min",), ("slope_max",), ("p_halfwidth_target",), ("hypotheses", "c_max"),
                     ("hypotheses", "gamma_min")),
+        threshold="P(max = k) lower 95% end >= {p_min:g} at the largest n; slope upper 95% end < {slope_max:g}",
         wrong_models=("jsq2", "half_d", "d-1", "d*0.9", "other_sampling"), rows=concentration_rows, reference=REF),
     "most_at_k": ClaimSpec(
         key="most_at_k", claim="most queues have length exactly k = {k}: a fraction >= 1 - 2(1-lam) d^(k-1)",
         criterion="at every point inside H0, H1, H3 (a finding if there is none): the lower end of the 95% CI of the fraction at k >= "
                   "1 - slack (1-lam) d^(k-1) at every n (FAIL: an upper end below; INCONCLUSIVE: a CI straddles); "
                   "outside: a finding",
-        thresholds=(("claims", "slack"), ("hypotheses", "c_max"), ("hypotheses", "gamma_min")),
+        thresholds=(("slack",), ("hypotheses", "c_max"), ("hypotheses", "gamma_min")),
+        threshold="bound 1 - {slack:g} (1-lam) d^(k-1) at every point (lower 95% end)",
         wrong_models=("jsq2", "half_d", "d-1", "d*0.9", "other_sampling"), rows=most_at_k_rows, reference=REF),
     "buffer": ClaimSpec(
         key="buffer", claim="the buffer/excursion heuristic: SD(N) against 1/(1-lam) and the buffer n (1-lam) d^(k-1)",
         criterion="a finding: the measured standard deviation of N and P(max != k) beside buffer/excursion",
+        threshold="— (a finding: no threshold)",
         rows=buffer_rows, reference="docs/models.md#hypotheses"),
 }
 

@@ -23,7 +23,7 @@ lam eta E[u_{j-1}/n - g(u_{j-1})]) is ``eta_margin`` x the threshold in SE at so
 
 Every set of runs draws from its own named stream (:func:`qlib._rng.named_seed`).
 
-The study's shape (see :mod:`qlib.studies`): :data:`PARAMETERS`, :func:`run`, :func:`claim_rows`.
+The study's shape (see :mod:`qlib.studies`): :data:`PARAMETERS`, :data:`CLAIMS`, :func:`run`, :func:`claim_rows`.
 """
 
 from __future__ import annotations
@@ -35,15 +35,19 @@ from typing import Any, Sequence
 import numpy as np
 
 from qlib._rng import named_seed
-from qlib.claims import ClaimRow, Counterfactual
+from qlib.claims import ClaimRow, ClaimSpec, Counterfactual
 from qlib.config import scale
 from qlib.studies import check_mode
 from qlib.supermarket import predicted_max_length, relaxation_time, simulate_many
 from qlib.supermarket.simulation import SupermarketResult
 from qlib.supermarket.theory import steps_per_time
-from qlib.supermarket.variants import NEAR, name_of
+from qlib.supermarket.variants import NEAR, NEAR_MODELS, name_of
 
-Point = tuple[int, int, float]
+PointTuple = tuple[int, int, float]
+
+#: The threshold of the identity rows, fixed before the run (both modes): |Z_j| within this many
+#: standard errors at every level (and a near wrong model told apart beyond it).
+CLAIM_THRESHOLDS: dict[str, float] = dict(threshold=5.0)
 
 #: Every parameter of the study, per mode. ``points``: which studies' claim points to take
 #: (:func:`claim_points`), at most ``max_points`` of them (None: all). Run lengths in tau of the
@@ -51,7 +55,7 @@ Point = tuple[int, int, float]
 #: ``variant_taus`` tau.
 PARAMETERS: dict[str, dict[str, Any]] = {
     "smoke": dict(points=("max_length",), max_points=1, replicas=4, burn_taus=0.5, taus=1.0,
-                  variant_replicas=4, variant_taus=1.0, threshold=5.0, eta_ladder=(0.3, 0.1, 0.03, 0.01),
+                  variant_replicas=4, variant_taus=1.0, claims=CLAIM_THRESHOLDS, eta_ladder=(0.3, 0.1, 0.03, 0.01),
                   eta_margin=2.0, max_steps=4_000_000),
     # The make-figures budget binds (about 32 min of a quiet 2-core machine): JSQ(d) at every claim point of
     # max_length, mixing and families (the families' 16 points cost ~4e8 replica-steps in a kernel
@@ -61,7 +65,7 @@ PARAMETERS: dict[str, dict[str, Any]] = {
     # the family at n = 1e3, eta-greedy at the finite-n point); the variants at every point from
     # --scale 2 (``scaled_from``).
     "full": dict(points=("max_length", "mixing", "families"), max_points=None, replicas=8, burn_taus=2.0, taus=4.0,
-                 variant_replicas=4, variant_taus=1.0, threshold=5.0,
+                 variant_replicas=4, variant_taus=1.0, claims=CLAIM_THRESHOLDS,
                  eta_ladder=(0.3, 0.1, 0.03, 0.01, 0.003, 0.001, 3e-4, 1e-4), eta_margin=2.0,
                  max_steps=60_000_000,
                  variant_at=[(10_000, 20, 2e-3), (1_000, 31, 1_000 ** -0.75), (10_000, 500, 1e-3),
@@ -70,7 +74,7 @@ PARAMETERS: dict[str, dict[str, Any]] = {
 }
 
 
-def _variant_mask(pts: list[Point], P: dict) -> list[bool]:
+def _variant_mask(pts: list[PointTuple], P: dict) -> list[bool]:
     """Which points run the near wrong models: all, or those of ``variant_at`` (below --scale
     ``scaled_from``), matched on (n, d) and 1 - lam to 1e-9 relative."""
     at = P.get("variant_at")
@@ -79,12 +83,12 @@ def _variant_mask(pts: list[Point], P: dict) -> list[bool]:
     return [any(n == a[0] and d == a[1] and abs((1 - lam) - a[2]) <= 1e-9 * a[2] for a in at) for n, d, lam in pts]
 
 
-def claim_points(mode: str, studies: Sequence[str] = ("max_length", "mixing", "families")) -> list[tuple[str, Point]]:
+def claim_points(mode: str, studies: Sequence[str] = ("max_length", "mixing", "families")) -> list[tuple[str, PointTuple]]:
     """(label, (n, d, lam)) of every point where a claim row of the supermarket studies simulates,
     read from their PARAMETERS[mode] (each point once, in study order). The families study is
     taken when it exists."""
     mode = check_mode(mode)
-    out: list[tuple[str, Point]] = []
+    out: list[tuple[str, PointTuple]] = []
 
     def add(label: str, p) -> None:
         p = (int(p[0]), int(p[1]), float(p[2]))
@@ -164,7 +168,7 @@ class LevelFlowResult:
             return np.where(s > 0, m / np.where(s > 0, s, 1.0), np.where(m == 0, 0.0, np.sign(m) * np.inf))
 
 
-def _runs(points: list[Point], taus: list[float], *, replicas: int, burn_taus: float, meas_taus: float,
+def _runs(points: list[PointTuple], taus: list[float], *, replicas: int, burn_taus: float, meas_taus: float,
           max_steps: int, variant, name: str) -> list[SupermarketResult]:
     per = [steps_per_time(n, lam) * t for (n, _, lam), t in zip(points, taus)]
     steps = [max(1000, min(max_steps, int(math.ceil(meas_taus * s)))) for s in per]
@@ -190,7 +194,7 @@ def _eta_for(res: SupermarketResult, L: int, threshold: float, margin: float, la
     return float(max(ladder))
 
 
-def run(mode: str = "full", *, points: Sequence[Point] | None = None, progress: bool = True) -> LevelFlowResult:
+def run(mode: str = "full", *, points: Sequence[PointTuple] | None = None, progress: bool = True) -> LevelFlowResult:
     """Simulate every point (default: :func:`claim_points` of ``mode``) under JSQ(d) and every near
     wrong model, with the level-flow sums. ``points``: any list of (n, d, lam) instead."""
     mode = check_mode(mode)
@@ -217,7 +221,7 @@ def run(mode: str = "full", *, points: Sequence[Point] | None = None, progress: 
         for i, r in zip(idx, got):
             model[i] = r
     se_factor = math.sqrt(P["replicas"] * P["taus"] / (P["variant_replicas"] * P["variant_taus"]))
-    eta = [_eta_for(r, L, P["threshold"], P["eta_margin"], P["eta_ladder"], se_factor) for r, L in zip(model, levels)]
+    eta = [_eta_for(r, L, P["claims"]["threshold"], P["eta_margin"], P["eta_ladder"], se_factor) for r, L in zip(model, levels)]
     variants: dict[str, list] = {}
     vkw = dict(replicas=P["variant_replicas"], burn_taus=P["burn_taus"], meas_taus=P["variant_taus"] * k_scale,
                max_steps=cap)
@@ -247,7 +251,8 @@ def claim_rows(result: LevelFlowResult) -> list[ClaimRow]:
     """One identity row per point: JSQ(d) within ``threshold`` SE at every level j = 1..k+1; the
     near wrong models as near counterfactuals (their largest |Z_j|/SE, FAIL beyond the threshold)."""
     P = result.parameters
-    thr = P["threshold"]
+    spec = CLAIMS["level_flow"]
+    thr = spec.values(P)["threshold"]
     rows = []
     for p, (label, (n, d, lam)) in enumerate(result.points):
         m = result.model[p]
@@ -272,7 +277,7 @@ def claim_rows(result: LevelFlowResult) -> list[ClaimRow]:
             texts.append(f"{vname}: {worst:.1f} SE {'FAIL' if fails else 'not told apart'}")
         rel = float(np.min([result.model[p].steps / (steps_per_time(n, lam) * result.tau[p])]))
         rows.append(ClaimRow(
-            claim=f"level flow E[u_j] = lam n E[(u_(j-1)/n)^d], j = 1..{L} (JSQ(d) with the model's sampling rule)",
+            claim=spec.claim.format(L=L),
             parameters=f"{label}: n = {n}, d = {d}, 1-lam = {1 - lam:.3g}; {m.replicas} replicas, from the fluid "
                        f"point, burn-in {P['burn_taus']:g} tau, {rel:.1f} tau measured",
             theory="residual 0 at every level",
@@ -281,14 +286,25 @@ def claim_rows(result: LevelFlowResult) -> list[ClaimRow]:
                 + "; ".join(texts) if texts else
                 "Near wrong models: not run at this point (full mode runs them at the points of "
                 "PARAMETERS['full']['variant_at'], every point from --scale 2)"),
-            passed=passed, kind="identity", threshold=f"|Z_j| <= {thr:g} SE at every level",
-            criterion=f"paired residual Z_j = mean(u_j/n) - lam mean(g(u_(j-1))) within {thr:g} SE (over replicas) "
-                      "at every level; each near wrong model must exceed it at some level",
+            passed=passed, kind="identity", threshold=spec.threshold_text(P), criterion=spec.criterion_text(P),
             counterfactuals=tuple(cfs), taus=rel, start="fluid fixed point",
             resolution=("; ".join(t for t in texts if "not told apart" in t) or "every near wrong model FAILs")
             if texts else "no near wrong model run here",
-            reference="docs/models.md#level-flow, docs/models.md#near-wrong-models"))
+            reference=spec.reference))
     return rows
 
 
-__all__ = ["PARAMETERS", "LevelFlowResult", "claim_points", "run", "claim_rows"]
+#: The study's claim as data: the level-flow identity at each point, its threshold (a path under
+#: PARAMETERS[mode]["claims"]) and the near wrong models it runs (keys of WRONG_MODELS).
+CLAIMS: dict[str, ClaimSpec] = {
+    "level_flow": ClaimSpec(
+        "level_flow", "level flow E[u_j] = lam n E[(u_(j-1)/n)^d], j = 1..{L} (JSQ(d) with the model's sampling rule)",
+        "paired residual Z_j = mean(u_j/n) - lam mean(g(u_(j-1))) within {threshold:g} SE (over replicas) at every "
+        "level; each near wrong model must exceed it at some level",
+        thresholds=(("threshold",),), threshold="|Z_j| <= {threshold:g} SE at every level", wrong_models=NEAR_MODELS,
+        rows=lambda result, spec: claim_rows(result),
+        reference="docs/models.md#level-flow, docs/models.md#near-wrong-models"),
+}
+
+
+__all__ = ["PARAMETERS", "CLAIMS", "CLAIM_THRESHOLDS", "LevelFlowResult", "claim_points", "run", "claim_rows"]

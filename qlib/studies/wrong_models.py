@@ -7,52 +7,19 @@ plausible bugs of docs/models.md#near-wrong-models: d - 1 or d + 1 choices, d sc
 that tells none apart rests, for the routing rule, on the level-flow identity rows
 (docs/models.md#level-flow), which every near model fails.
 
-Each entry is a :class:`WrongModel`: how its point is made from the model's point (d changed,
-the sampling rule flipped) and which kernel variant (:mod:`qlib.supermarket.variants`) it runs.
-Every wrong model runs on the right model's clock (as many steps as the model).
+The one registry, :data:`qlib.supermarket.variants.WRONG_MODELS` (re-exported here), gives each
+entry as a :class:`WrongModel`: how its point is made from the model's point (d changed, the
+sampling rule flipped), the kernel variant a study runs there, and the kernel variant that is the
+same model on the model's own point (the level-flow rows). Every wrong model runs on the right
+model's clock (as many steps as the model).
 """
 
 from __future__ import annotations
 
-from typing import Any, Callable, NamedTuple, Sequence
+from typing import Sequence
 
 from qlib.claims import Counterfactual
-
-
-class WrongModel(NamedTuple):
-    """``far``: a far model (must fail); ``label`` the display text; ``d_of`` the d it runs from
-    the model's d; ``flip``: the other sampling rule; ``variant``: a kernel variant (None: the
-    model's event map)."""
-
-    far: bool
-    label: str
-    d_of: Callable[[int], int]
-    flip: bool = False
-    variant: Any = None
-
-
-def _same(d: int) -> int:
-    return d
-
-
-WRONG_MODELS: dict[str, WrongModel] = {
-    "jsq1": WrongModel(True, "JSQ(1) in place of JSQ(d) (uniform routing)", lambda d: 1),
-    "jsq2": WrongModel(True, "JSQ(2) in place of JSQ(d)", lambda d: 2),
-    "d*0.75": WrongModel(True, "JSQ(0.75 d) in place of JSQ(d) (d off by 25%)", lambda d: round(0.75 * d)),
-    "d*1.25": WrongModel(True, "JSQ(1.25 d) in place of JSQ(d) (d off by 25%)", lambda d: round(1.25 * d)),
-    "half_d": WrongModel(True, "JSQ(d/2) in place of JSQ(d) (half the choices)", lambda d: max(2, d // 2)),
-    "d-1": WrongModel(False, "JSQ(d-1) in place of JSQ(d)", lambda d: max(1, d - 1)),
-    "d+1": WrongModel(False, "JSQ(d+1) in place of JSQ(d)", lambda d: d + 1),
-    "d*0.9": WrongModel(False, "JSQ(0.9 d) in place of JSQ(d)", lambda d: max(1, round(0.9 * d))),
-    "d*1.1": WrongModel(False, "JSQ(1.1 d) in place of JSQ(d)", lambda d: round(1.1 * d)),
-    "other_sampling": WrongModel(False, "the other sampling rule (without replacement) in place of with", _same,
-                                 flip=True),
-    # eta-greedy: with probability eta an arrival joins a uniformly chosen one of its d samples
-    "eta=0.01": WrongModel(False, "eta-greedy routing (eta = 0.01) in place of JSQ(d)", _same,
-                           variant=("eta_greedy", 0.01)),
-    "eta=0.001": WrongModel(False, "eta-greedy routing (eta = 0.001) in place of JSQ(d)", _same,
-                            variant=("eta_greedy", 0.001)),
-}
+from qlib.supermarket.variants import WRONG_MODELS, WrongModel
 
 
 def point_of(name: str, point: Sequence) -> tuple[int, int, float]:
