@@ -29,32 +29,36 @@ from typing import Any
 import numpy as np
 
 from qlib import _rng, cache, stats
-from qlib.claims import ClaimRow
+from qlib.claims import ClaimRow, ClaimSpec
 from qlib.studies import ArrayResult, check_mode
 from qlib.supermarket import exact_equilibrium, exact_stationary, meeting_times, perfect_samples, relaxation_time
 from qlib.supermarket.equilibrium import BURN_IN_TAUS
-from qlib.supermarket.perfect import capacity_for, coalescence_lower_bound, forward_meeting_states, state_law
+from qlib.supermarket.perfect import capacity_for, forward_meeting_states, state_law
 from qlib.supermarket.theory import predicted_max_length, steps_per_time
 
-#: Every parameter, per mode. ``exactness``: (n, d, lam, L, replacement) points, samples per
-#: point, the G-test's pass threshold (fixed before any run: exact samples pass at p > p_pass,
-#: the biased sampler must give p < p_pass); ``cost``: d, the (lam, n) grid, replicas; ``max_law``:
+#: The thresholds of the rows, fixed before any run (both modes): ``p_pass`` the G-test's (exact
+#: samples pass at p > p_pass, the biased sampler must give p < p_pass); ``loss_z`` the loss
+#: probability within this many standard errors of the exact one.
+CLAIM_THRESHOLDS: dict[str, float] = dict(p_pass=1e-3, loss_z=5.0)
+
+#: Every parameter, per mode. ``exactness``: (n, d, lam, L, replacement) points and samples per
+#: point; ``cost``: d, the (lam, n) grid, replicas; ``max_law``:
 #: notebook 01's boundary point (1-lam) d^k = 1 and its samples; ``extra``: L = k + extra.
 PARAMETERS: dict[str, dict[str, Any]] = {
     "smoke": {
-        "exactness": dict(points=[(3, 2, 0.8, 4, True)], samples=3_000, p_pass=1e-3),
+        "exactness": dict(points=[(3, 2, 0.8, 4, True)], samples=3_000),
         "cost": dict(d=10, grid=[(0.9, 100), (0.9, 200), (0.99, 100)], replicas=4),
         "max_law": dict(point=(100, 10, 0.99), replicas=8),
-        "extra": 3, "seed": 400,
+        "extra": 3, "seed": 400, "claims": CLAIM_THRESHOLDS,
     },
     "full": {
         "exactness": dict(points=[(2, 3, 0.95, 5, True), (3, 2, 0.8, 4, True), (4, 2, 0.9, 3, False),
-                                  (6, 3, 0.7, 2, True)], samples=20_000, p_pass=1e-3),
+                                  (6, 3, 0.7, 2, True)], samples=20_000),
         "cost": dict(d=10, grid=[(0.9, 100), (0.9, 1_000), (0.9, 10_000), (0.99, 100), (0.99, 1_000)],
                      replicas=16),
         # notebook 01's boundary point: k = 2, (1-lam) d^k = 1
         "max_law": dict(point=(10_000, 10, 0.99), replicas=32),
-        "extra": 3, "seed": 400,
+        "extra": 3, "seed": 400, "claims": CLAIM_THRESHOLDS,
     },
 }
 
@@ -176,7 +180,7 @@ def _cost_point(n: int, d: int, lam: float, replicas: int, extra: int, seed: int
 def run(mode: str = "full", *, progress: bool = True) -> PerfectResult:
     """Compute every number of notebook 04 (each point cached in ``.qlib_cache/``)."""
     P = PARAMETERS[check_mode(mode)]
-    ex = P["exactness"]
+    ex = dict(P["exactness"], p_pass=P["claims"]["p_pass"])  # (the cache key of the runs before the split)
     e = cache.cached("perfect-exactness", ex, P["seed"],
                      lambda: exactness(ex["points"], ex["samples"], ex["p_pass"], P["seed"]).arrays())
     c = P["cost"]
@@ -219,39 +223,64 @@ def _coalescence_taus(c: Cost) -> np.ndarray:
     return c.coalescence.mean(axis=1) / (c.tau * (1 + c.lam) * c.n)
 
 
-def claim_rows(result: PerfectResult) -> list[ClaimRow]:
+def _exactness_rows(result: PerfectResult, spec: ClaimSpec) -> list[ClaimRow]:
     """One exactness row per small-n point (kind "identity": a check of the sampler against the
-    exact law, with the biased sampler's verdict beside it) and a measurement of the cost."""
+    exact law, with the biased sampler's verdict beside it)."""
     e, rows = result.exactness, []
-    p_pass = float(e.p_pass)
+    P = PARAMETERS[result.mode]
+    t = spec.values(P)
+    p_pass = t["p_pass"]
     for j in range(e.n.size):
         ok = e.p_value[j] > p_pass and e.biased_p[j] < p_pass and \
-            abs(e.loss[j] - e.loss_exact[j]) <= 5 * e.loss_se[j] + 1e-12
+            abs(e.loss[j] - e.loss_exact[j]) <= t["loss_z"] * e.loss_se[j] + 1e-12
         rows.append(ClaimRow(
-            claim="perfect samples follow the exact stationary law of the bounded chain",
+            claim=spec.claim,
             parameters=f"n={int(e.n[j])}, d={int(e.d[j])}, λ={float(e.lam[j]):g}, L={int(e.capacity[j])}, "
                        f"{'with' if e.replacement[j] else 'without'} replacement, {int(e.samples[j])} samples",
             theory="exact law (sparse solve on lengths ≤ L)",
             measured=f"G = {e.G[j]:.1f} on {int(e.dof[j])} df, p = {e.p_value[j]:.3f}; loss {e.loss[j]:.4f} ± "
                      f"{e.loss_se[j]:.4f} (exact {e.loss_exact[j]:.4f}); forward meeting state: "
                      f"G = {e.biased_G[j]:.0f}, p = {e.biased_p[j]:.1e}",
-            passed=bool(ok), kind="identity", threshold=f"p > {p_pass:g} (biased sampler p < {p_pass:g})",
-            criterion="G-test of the samples' empirical law against the exact law; the biased sampler must fail "
-                      "the same test; the loss probability within 5 SE of the exact one",
-            reference="docs/models.md#bounded-model"))
+            passed=bool(ok), kind="identity", threshold=spec.threshold_text(P), criterion=spec.criterion_text(P),
+            reference=spec.reference))
+    return rows
+
+
+def _cost_rows(result: PerfectResult, spec: ClaimSpec) -> list[ClaimRow]:
+    """The coalescence time of coupling from the past (a measurement)."""
     c = result.cost
     per_tau = _coalescence_taus(c)
-    rows.append(ClaimRow(
-        claim="coalescence time of coupling from the past, in relaxation times",
+    return [ClaimRow(
+        claim=spec.claim,
         parameters=f"d={int(c.d[0])}, L = k+3, (λ, n) = " + ", ".join(
             f"({float(l):g}, {int(n)})" for l, n in zip(c.lam, c.n)),
         theory="≥ n L steps (the gap drains by at most one customer per step)",
         measured=", ".join(f"{x:.1f} τ" for x in per_tau) + "; T/(nL) = " + ", ".join(
             f"{x:.0f}" for x in c.coalescence.mean(axis=1) / (c.n * c.capacity)),
         passed=bool(np.all(c.coalescence >= c.n[:, None] * c.capacity[:, None])), kind="measurement",
-        criterion="every coalescence time ≥ n L (reported, not counted as evidence)",
-        reference="docs/models.md#bounded-model"))
-    return rows
+        criterion=spec.criterion_text(PARAMETERS[result.mode]), reference=spec.reference)]
+
+
+#: The study's claims as data: thresholds (paths under PARAMETERS[mode]["claims"]), the criterion
+#: and threshold text rendered from them, the wrong sampler each row runs, the rows.
+CLAIMS: dict[str, ClaimSpec] = {
+    "exactness": ClaimSpec(
+        "exactness", "perfect samples follow the exact stationary law of the bounded chain",
+        "G-test of the samples' empirical law against the exact law; the biased sampler must fail the same test; "
+        "the loss probability within {loss_z:g} SE of the exact one",
+        thresholds=(("p_pass",), ("loss_z",)), threshold="p > {p_pass:g} (biased sampler p < {p_pass:g})",
+        controls=("forward_meeting_state",), rows=_exactness_rows, reference="docs/models.md#bounded-model"),
+    "cost": ClaimSpec(
+        "cost", "coalescence time of coupling from the past, in relaxation times",
+        "every coalescence time ≥ n L (reported, not counted as evidence)", rows=_cost_rows,
+        reference="docs/models.md#bounded-model"),
+}
+
+
+def claim_rows(result: PerfectResult) -> list[ClaimRow]:
+    """The rows of every spec of :data:`CLAIMS`, in order: exactness per small-n point (identities),
+    then the cost of coalescence (a measurement)."""
+    return [r for spec in CLAIMS.values() for r in spec.rows(result, spec)]
 
 
 def cost_table(result: PerfectResult) -> str:
@@ -269,6 +298,37 @@ def cost_table(result: PerfectResult) -> str:
         out.append(f"| {float(c.lam[j]):g} | {int(c.n[j])} | {int(c.capacity[j])} | {float(c.tau[j]):.3g} | "
                    f"{perfect:.3g} | {cert:.3g} | {burn:.3g} | {best} |")
     return "\n".join(out)
+
+
+#: the columns of :func:`summary`
+SUMMARY_COLUMNS = ("lam", "n", "capacity", "tau", "coalescence_taus", "perfect_steps", "certificate_steps",
+                   "burn_in_steps", "cheapest")
+
+
+def summary(result: PerfectResult):
+    """The cost table of notebook 04 as numbers, one row per cost point.
+
+    Args:
+        result: a :class:`PerfectResult`.
+
+    Returns:
+        A pandas DataFrame with :data:`SUMMARY_COLUMNS`: the mean coalescence time in relaxation
+        times, the steps per replica of a perfect start (both chains), of the coupling certificate
+        (two chains to their meeting, the slowest replica) and of the 20 tau burn-in, and the cheapest.
+    """
+    import pandas as pd
+
+    c = result.cost
+    per_tau = _coalescence_taus(c)
+    out = []
+    for j in range(c.n.size):
+        steps = {"perfect start": 2 * float(c.steps_run[j].mean()), "coupling certificate": 2 * float(np.max(c.forward[j])),
+                 "20 τ burn-in": float(c.burn_in[j])}
+        out.append(dict(lam=float(c.lam[j]), n=int(c.n[j]), capacity=int(c.capacity[j]), tau=float(c.tau[j]),
+                        coalescence_taus=float(per_tau[j]), perfect_steps=steps["perfect start"],
+                        certificate_steps=steps["coupling certificate"], burn_in_steps=steps["20 τ burn-in"],
+                        cheapest=min((v, k) for k, v in steps.items())[1]))
+    return pd.DataFrame(out, columns=list(SUMMARY_COLUMNS))
 
 
 def findings(result: PerfectResult) -> str:
