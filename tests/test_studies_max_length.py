@@ -237,3 +237,10 @@ def test_near_models_a_mode_runs_are_the_rows_wrong_models():
             assert set(W[tag]) <= set(eq.CLAIMS[key].wrong_models), (mode, tag)
     assert list(eq.PARAMETERS["full"]["near"]["max"]) == [w for w in eq.CLAIMS["max"].wrong_models
                                                           if w not in ("jsq1", "jsq2")]
+
+
+def test_every_row_threshold_is_rendered_from_parameters_claims(smoke):
+    """Each number in a smoke row's pre-set threshold is a value under PARAMETERS["smoke"]["claims"]."""
+    from test_claim_specs import numbers_not_from_claims
+
+    assert numbers_not_from_claims(eq.claim_rows(smoke), eq.PARAMETERS["smoke"]) == []

@@ -146,3 +146,10 @@ def test_summary_is_the_numbers_of_the_result(smoke):
     assert np.array_equal(lo.crossing_good, smoke.lower.crossing_good)
     assert np.array_equal(lo.crossing_stationary, smoke.lower.crossing_stationary)
     assert lo.T_mean.isna().all() and g.crossing_good.isna().all()
+
+
+def test_every_row_threshold_is_rendered_from_parameters_claims(smoke):
+    """Each number in a smoke row's pre-set threshold is a value under PARAMETERS["smoke"]["claims"]."""
+    from test_claim_specs import numbers_not_from_claims
+
+    assert numbers_not_from_claims(study.claim_rows(smoke), study.PARAMETERS["smoke"]) == []

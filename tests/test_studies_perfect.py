@@ -74,3 +74,10 @@ def test_summary_is_the_cost_table_as_numbers(result):
     assert np.array_equal(df.coalescence_taus, c.coalescence.mean(axis=1) / (c.tau * (1 + c.lam) * c.n))
     for row in df.itertuples():  # the cheapest is the smallest of the three, as the cost table says
         assert row.cheapest in study.cost_table(result).splitlines()[2 + row.Index]
+
+
+def test_every_row_threshold_is_rendered_from_parameters_claims(result):
+    """Each number in a smoke row's pre-set threshold is a value under PARAMETERS["smoke"]["claims"]."""
+    from test_claim_specs import numbers_not_from_claims
+
+    assert numbers_not_from_claims(study.claim_rows(result), study.PARAMETERS["smoke"]) == []
