@@ -74,3 +74,15 @@ def test_scaled_sizes(monkeypatch):
     assert 10_000 in F.family_ns("full", "E") and 100_000 not in F.family_ns("full", "A")
     monkeypatch.setenv("QLIB_SCALE", "10")
     assert 100_000 in F.family_ns("full", "A") and 100_000 not in F.family_ns("full", "K3")
+
+
+def test_summary_is_the_summary_table(fresh_cache):
+    """summary(result) is summary_table(result) as a DataFrame: one row per (family, n), same values."""
+    result = F.run("smoke", progress=False)
+    df, table = F.summary(result), F.summary_table(result)
+    assert len(df) == len(table) == sum(f.ns.size for f in result.families)
+    assert list(df.columns) == list(table[0])
+    for i, row in enumerate(table):
+        assert df.iloc[i].to_dict() == row
+    f = result.families[0]
+    assert df.p_k[0] == f.p_k(0)[0] and df.frac_k[0] == f.est.p[0, f.k]

@@ -34,3 +34,8 @@ def test_smoke_rows_record_every_near_variant_with_its_se_distance():
     z = result.z(result.model[0], 0)
     assert z.size == result.levels[0] and rows[0].passed == bool(np.all(np.abs(z) <= 5.0))
     assert any(not c.passed for c in rows[0].counterfactuals)  # at least one variant is told apart even here
+    # summary(result): one row per point, the largest |Z_j|/SE of the model and of each near model
+    df = study.summary(result)
+    assert len(df) == len(result.points) and list(df.columns[-len(NEAR):]) == list(NEAR)
+    assert df.model[0] == float(np.max(np.abs(z)))
+    assert [df[v][0] for v in NEAR] == [c.se_distance for c in rows[0].counterfactuals]

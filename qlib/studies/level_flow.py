@@ -294,6 +294,31 @@ def claim_rows(result: LevelFlowResult) -> list[ClaimRow]:
     return rows
 
 
+def summary(result: LevelFlowResult):
+    """The identity's numbers, one row per point.
+
+    Args:
+        result: a :class:`LevelFlowResult`.
+
+    Returns:
+        A pandas DataFrame: ``point`` (its label), ``n``, ``d``, ``one_minus_lam``, ``levels`` (k + 1),
+        ``eta`` (the eta-greedy run's), ``model`` the largest |Z_j|/SE of JSQ(d), and one column per
+        near wrong model of :data:`qlib.supermarket.variants.NEAR` with its largest |Z_j|/SE (NaN
+        where it was not run at that point).
+    """
+    import pandas as pd
+
+    out = []
+    for p, (label, (n, d, lam)) in enumerate(result.points):
+        row = dict(point=label, n=n, d=d, one_minus_lam=1 - lam, levels=result.levels[p], eta=result.eta[p],
+                   model=float(np.max(np.abs(result.z(result.model[p], p)))))
+        for v in NEAR:
+            r = result.variants[v][p]
+            row[v] = float("nan") if r is None else float(np.max(np.abs(result.z(r, p))))
+        out.append(row)
+    return pd.DataFrame(out)
+
+
 #: The study's claim as data: the level-flow identity at each point, its threshold (a path under
 #: PARAMETERS[mode]["claims"]) and the near wrong models it runs (keys of WRONG_MODELS).
 CLAIMS: dict[str, ClaimSpec] = {
@@ -307,4 +332,5 @@ CLAIMS: dict[str, ClaimSpec] = {
 }
 
 
-__all__ = ["PARAMETERS", "CLAIMS", "CLAIM_THRESHOLDS", "LevelFlowResult", "claim_points", "run", "claim_rows"]
+__all__ = ["PARAMETERS", "CLAIMS", "CLAIM_THRESHOLDS", "LevelFlowResult", "claim_points", "run", "claim_rows",
+           "summary"]

@@ -145,6 +145,21 @@ MUTANTS = [
       "busy = (acc_srv >> 32)", "bits kernel: servers busy at a chunk's end not credited"),
 ]
 
+#: The mutants that are a wrong model of the registry (``qlib.supermarket.variants.WRONG_MODELS``), by
+#: its key: the suite must kill the bug that the evidence runs on purpose as that wrong model.
+MUTANT_MODELS = {"join_d_minus_1": "d-1", "departure_rank_plus1": "departure_off_by_one",
+                 "tie_toward_longer_queue": "arrival_off_by_one", "sampling_rules_swapped_events": "other_sampling"}
+
+
+def _check_models() -> None:
+    """Every MUTANT_MODELS entry names a mutant here and a key of the registry (read from the source,
+    so the runner needs no import of qlib)."""
+    names = {m.name for m in MUTANTS}
+    registry = (ROOT / "qlib/supermarket/variants.py").read_text()
+    for mutant, key in MUTANT_MODELS.items():
+        if mutant not in names or f'    "{key}": WrongModel(' not in registry:
+            raise SystemExit(f"MUTANT_MODELS: {mutant!r} -> {key!r} is not a mutant here and a key of WRONG_MODELS")
+
 # a mutant's own list first (its likeliest killers), then the net of its kernel
 OWN = {
     "arrival_round_to_floor": [f"{REF}::test_arrival_threshold_is_the_exact_rounding_and_cuts_at_its_word"],
@@ -204,9 +219,11 @@ def main(argv=None) -> int:
     chosen = [m for m in MUTANTS if not args.only or m.name in args.only]
     if args.only and len(chosen) != len(args.only):
         raise SystemExit(f"unknown mutant(s): {sorted(set(args.only) - {m.name for m in MUTANTS})}")
+    _check_models()
     if args.list:
         for m in chosen:
-            print(f"{m.name:32s} {m.file}: {m.why}")
+            model = f" [wrong model {MUTANT_MODELS[m.name]!r}]" if m.name in MUTANT_MODELS else ""
+            print(f"{m.name:32s} {m.file}: {m.why}{model}")
         return 0
     with tempfile.TemporaryDirectory(prefix="qlib-mutants-") as tmp:
         repo = Path(tmp) / "repo"

@@ -1,0 +1,276 @@
+"""The families study's parameters and run: equilibrium estimates along each family (cached), the
+standard deviation of the number of customers, the wrong models at the largest n, and the
+statistics the rows use."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+import numpy as np
+
+from qlib import cache
+from qlib._rng import named_seed
+from qlib.config import scale
+from qlib.studies import ArrayResult, check_mode
+from qlib.studies.max_length import Estimates, estimates, fluid_max_length
+from qlib.studies.wrong_models import WRONG_MODELS, point_of
+from qlib.supermarket import predicted_max_length, relaxation_time, simulate
+
+#: The families: name -> (alpha, beta, ns). ``scaled`` adds n from ``--scale from_scale`` on.
+_FULL_FAMILIES = {
+    # k = 2, gamma > 0: the largest gamma (buffer/excursion n^0.4), c = (1-lam) d falls slowly (n^-0.1)
+    "A": dict(alpha=0.5, beta=0.4, ns=[1_000, 3_000, 10_000]),
+    # k = 2, gamma = 0.25, c falls as n^-0.15
+    "B": dict(alpha=0.6, beta=0.45, ns=[1_000, 3_000, 10_000]),
+    # k = 2, gamma = 0.2, c falls as n^-0.15 and (1-lam) d^k = n^0.35 is large: H2 holds from n = 1e3
+    "C": dict(alpha=0.65, beta=0.5, ns=[1_000, 3_000, 10_000]),
+    # k = 2, gamma = 0: the family of notebook 01(c) and of the mixing study (on the boundary of H3)
+    "D": dict(alpha=0.75, beta=0.5, ns=[1_000, 3_000, 10_000]),
+    # k = 2, gamma = -0.1: outside H3
+    "E": dict(alpha=0.8, beta=0.5, ns=[1_000, 3_000]),
+    # k = 3, gamma = 0.1 (H2 fails below n ~ 1e4: the fluid maximum is k + 1 there)
+    "K3": dict(alpha=0.8, beta=0.35, ns=[1_000, 3_000]),
+}
+
+PARAMETERS: dict[str, dict[str, Any]] = {
+    "smoke": {
+        "families": {"A": dict(alpha=0.5, beta=0.4, ns=[300, 1_000]), "D": dict(alpha=0.75, beta=0.5, ns=[300]),
+                     "K3": dict(alpha=0.8, beta=0.35, ns=[300])},
+        "scaled": dict(from_scale=10.0, ns={}, extra={}),
+        "replicas": 4, "burn_taus": 20.0, "batch_taus": 10.0, "batches": 1,
+        "sd": dict(replicas=2, taus=2.0, samples=50),
+        "wrong": dict(replicas=2, batches=1, batch_taus=10.0, models=["jsq2", "d-1"]),
+        "claims": dict(p_min=0.95, p_halfwidth_target=0.05, slope_max=0.0, slack=2.0, boot=200,
+                       hypotheses=dict(c_max=0.5, gamma_min=0.0)),
+        "stream": "families/smoke",
+    },
+    "full": {
+        "families": _FULL_FAMILIES,
+        # from --scale 2: n = 1e4 for E and K3; from --scale 10: n = 3e4 and 1e5 for the k = 2 families
+        # with gamma >= 0 (~1e10 replica-steps at n = 1e5 for C and D: minutes of a GPU, an hour of this
+        # machine), n = 3e4 for E and K3 (their tau grows fast: ~1e11 replica-steps at n = 1e5)
+        "scaled": dict(from_scale=10.0, ns={"A": [30_000, 100_000], "B": [30_000, 100_000], "C": [30_000, 100_000],
+                                            "D": [30_000, 100_000], "E": [30_000], "K3": [30_000]},
+                       extra={"E": [10_000], "K3": [10_000]}, extra_from=2.0),
+        "replicas": 8, "burn_taus": 20.0, "batch_taus": 20.0, "batches": 1,
+        "sd": dict(replicas=4, taus=10.0, samples=400),
+        "wrong": dict(replicas=4, batches=1, batch_taus=10.0,
+                      models=["jsq2", "half_d", "d-1", "d*0.9", "other_sampling"]),
+        # fixed before the full run (commit "families: PARAMETERS and criteria fixed before the full run")
+        "claims": dict(
+            # "concentrates": the lower end of the 95% CI of P(max = k) at the largest n is >= 0.95 ...
+            p_min=0.95,
+            # the precision aimed at: 95% half-width of P(max = k) at the largest n (reported, reached or not)
+            p_halfwidth_target=0.025,
+            # ... and P(max != k) falls with n: the upper end of the 95% CI of its slope in log n < 0
+            slope_max=0.0,
+            # "most queues at k" (BFL18): the fraction at k >= 1 - slack (1-lam) d^(k-1) at every point
+            slack=2.0,
+            boot=2000,
+            # where a row is a claim and not a finding (docs/models.md#hypotheses)
+            hypotheses=dict(c_max=0.5, gamma_min=0.0)),
+        "stream": "families",
+    },
+}
+
+#: The wrong models (far and near): :data:`qlib.studies.wrong_models.WRONG_MODELS`.
+
+
+def family_point(n: int, alpha: float, beta: float) -> tuple[int, int, float]:
+    """(n, d, lam) = (n, floor(n^beta), 1 - n^-alpha) (d at least 2)."""
+    return int(n), max(2, int(math.floor(n**beta + 1e-9))), 1.0 - float(n) ** (-alpha)
+
+
+def gamma(alpha: float, beta: float) -> float:
+    """The exponent of buffer/excursion n (1-lam)^2 d^(k-1) = n^gamma: 1 - 2 alpha + (k-1) beta."""
+    k = math.ceil(alpha / beta - 1e-12)
+    return 1.0 - 2.0 * alpha + (k - 1) * beta
+
+
+def family_ns(mode: str, name: str) -> list[int]:
+    """The n run for family ``name`` in ``mode``: its ``ns``, plus the ``scaled`` ones from the
+    scales that add them."""
+    P = PARAMETERS[check_mode(mode)]
+    ns = list(P["families"][name]["ns"])
+    if mode != "full":
+        return ns
+    sc = P["scaled"]
+    if scale() >= sc.get("extra_from", sc["from_scale"]):
+        ns += [n for n in sc["extra"].get(name, []) if n not in ns]
+    if scale() >= sc["from_scale"]:
+        ns += [n for n in sc["ns"].get(name, []) if n not in ns]
+    return sorted(ns)
+
+
+# --------------------------------------------------------------------------- results
+
+@dataclass(frozen=True)
+class CustomersSD(ArrayResult):
+    """The number of customers N = sum_i u_i at points j: ``sd`` (P, R) its standard deviation per
+    replica over the recorded samples, ``mean`` (P, R) its mean; ``taus`` (P,) covered."""
+
+    sd: np.ndarray
+    mean: np.ndarray
+    taus: np.ndarray
+
+
+@dataclass(frozen=True)
+class Family:
+    """One family's points: ``name``, ``alpha``, ``beta``, ``k`` = ceil(alpha/beta), ``gamma``;
+    ``est`` the estimates at its n (arrays (P,...)); ``sd`` the standard deviation of N;
+    ``wrong`` wrong model name -> Estimates at the largest n (empty if the family is outside the
+    hypotheses); ``hyp`` per point: dict of H1, H2 booleans and numbers."""
+
+    name: str
+    alpha: float
+    beta: float
+    k: int
+    gamma: float
+    est: Estimates
+    sd: CustomersSD
+    wrong: dict
+    hyp: list
+
+    @property
+    def ns(self) -> np.ndarray:
+        return self.est.n
+
+    def p_k(self, j: int) -> tuple[float, float, float]:
+        """P(max = k) at point j with its 95% CI."""
+        k = self.k
+        return float(self.est.max_dist[j, k]), float(self.est.max_low[j, k]), float(self.est.max_high[j, k])
+
+    def p_k1(self, j: int) -> tuple[float, float, float]:
+        k = self.k + 1
+        return float(self.est.max_dist[j, k]), float(self.est.max_low[j, k]), float(self.est.max_high[j, k])
+
+    def c(self, j: int) -> float:
+        return float((1 - self.est.lam[j]) * self.est.d[j] ** (self.k - 1))
+
+    def buffer(self, j: int) -> float:
+        """n (1-lam) d^(k-1): the queues shorter than k (in the fluid limit, to first order)."""
+        return float(self.est.n[j] * self.c(j))
+
+    def excursion(self, j: int) -> float:
+        """1/(1-lam): the heuristic size of N's excursions."""
+        return float(1.0 / (1 - self.est.lam[j]))
+
+    def inside(self, j: int | None = None) -> bool:
+        """H0-H3 at point j (default: the largest n)."""
+        j = self.est.n.size - 1 if j is None else j
+        h = self.hyp[j]
+        return bool(h["H0"] and h["H1"] and h["H2"] and h["H3"])
+
+
+@dataclass(frozen=True)
+class FamiliesResult:
+    """Everything the families section of notebook 01 and its claim rows show."""
+
+    mode: str
+    parameters: dict
+    families: list
+
+    def family(self, name: str) -> Family:
+        return next(f for f in self.families if f.name == name)
+
+
+def hypotheses(n: int, d: int, lam: float, alpha: float, beta: float, *, c_max: float,
+               gamma_min: float) -> dict[str, Any]:
+    """The working hypotheses H0-H3 at (n, d, lam) on the family (alpha, beta), each a boolean,
+    with the numbers they compare (docs/models.md#hypotheses)."""
+    k_fam = math.ceil(alpha / beta - 1e-12)
+    k = int(predicted_max_length(d, lam))
+    eps = 1.0 - lam
+    c = eps * d ** (k - 1)
+    fm = fluid_max_length(n, d, lam)
+    g = gamma(alpha, beta)
+    return {"H0": bool(0 < alpha <= 1 and 0 < beta <= 1 and abs(alpha / beta - round(alpha / beta)) > 1e-9
+                       and k == k_fam),
+            "H1": bool(c <= c_max), "H2": bool(fm == k), "H3": bool(g > gamma_min),
+            "k": k, "c": c, "eps_dk": eps * d**k, "log_n": math.log(n), "fluid_max": fm, "gamma": g,
+            "buffer_over_excursion": n * eps**2 * d ** (k - 1)}
+
+
+def customers_sd(name: str, points: Sequence[tuple[int, int, float]], *, replicas: int, seeds: Sequence[int],
+                 burn_taus: float, taus: float, samples: int) -> CustomersSD:
+    """The standard deviation of N = sum_i u_i per replica: from empty, ``burn_taus`` tau of
+    burn-in, then ``samples`` records over ``taus`` tau. Cached per point."""
+    params = [dict(point=list(p), replicas=replicas, burn_taus=burn_taus, taus=taus, samples=samples) for p in points]
+
+    def compute(idx):
+        out = []
+        for i in idx:
+            n, d, lam = points[i]
+            per_tau = relaxation_time(d, lam) * (1.0 + lam) * n
+            every = max(1, int(taus * per_tau / samples))
+            r = simulate(n, d, lam, steps=every * samples, burn_in=int(math.ceil(burn_taus * per_tau)),
+                         replicas=replicas, seed=seeds[i], record_every=every, progress=False)
+            N = r.trajectory[:, :, 1:].astype(float).sum(axis=2)  # (R, samples)
+            out.append({"sd": N.std(axis=1, ddof=1), "mean": N.mean(axis=1),
+                        "taus": np.asarray(every * samples / per_tau)})
+        return out
+
+    got = cache.cached_points(name, params, list(seeds), compute, group=len(points))
+    return CustomersSD.from_arrays({f: np.stack([g[f] for g in got]) for f in got[0]})
+
+
+def run(mode: str = "full", *, progress: bool = True) -> FamiliesResult:
+    """Every estimate of the study for ``mode``; full-mode batches are multiplied by
+    :func:`qlib.config.scale` (and larger n join from the ``scaled`` scales)."""
+    mode = check_mode(mode)
+    P = PARAMETERS[mode]
+    nb = P["batches"] * (max(1, int(round(scale()))) if mode == "full" else 1)
+    H = P["claims"]["hypotheses"]
+    out = []
+    for name, fam in P["families"].items():
+        a, b = fam["alpha"], fam["beta"]
+        pts = [family_point(n, a, b) for n in family_ns(mode, name)]
+        seeds = [named_seed(P["stream"], name, n) for n, _, _ in pts]
+        est = estimates(f"families_{name}", pts, replicas=P["replicas"], seeds=seeds, batches=nb,
+                        burn_taus=P["burn_taus"], batch_taus=P["batch_taus"], progress=progress)
+        sdp = P["sd"]
+        sd = customers_sd(f"families_sd_{name}", pts, replicas=sdp["replicas"],
+                          seeds=[named_seed(P["stream"], name, n, "sd") for n, _, _ in pts],
+                          burn_taus=P["burn_taus"], taus=sdp["taus"], samples=sdp["samples"])
+        hyp = [hypotheses(n, d, lam, a, b, **H) for n, d, lam in pts]
+        k = math.ceil(a / b - 1e-12)
+        wrong = {}
+        if all(hyp[-1][h] for h in ("H0", "H1", "H2", "H3")):
+            W = P["wrong"]
+            top = pts[-1]
+            for wm in W["models"]:
+                wp = point_of(wm, top)
+                wrong[wm] = estimates(f"families_wrong_{name}_{wm.replace('*', 'x')}", [wp], replicas=W["replicas"],
+                                      seeds=[named_seed(P["stream"], name, top[0], wm)], batches=W["batches"],
+                                      burn_taus=P["burn_taus"], batch_taus=W["batch_taus"], taus_of=[top],
+                                      replacement=not WRONG_MODELS[wm].flip, progress=progress)
+        out.append(Family(name=name, alpha=a, beta=b, k=k, gamma=gamma(a, b), est=est, sd=sd, wrong=wrong, hyp=hyp))
+    return FamiliesResult(mode=mode, parameters=P, families=out)
+
+
+# --------------------------------------------------------------------------- statistics
+
+def slope_ci(ns: np.ndarray, p: np.ndarray, low: np.ndarray, high: np.ndarray, *, boot: int, seed: int,
+             floor: float = 1e-6) -> tuple[float, float, float]:
+    """Slope of log q against log n with a 95% parametric-bootstrap CI, for q = P(max != k) at
+    each n with its 95% CI [low, high] (a normal draw of standard error (high - low)/3.92 per
+    point, floored at ``floor``). Returns (slope, lower, upper); NaNs with fewer than 2 points."""
+    ns, p, low, high = (np.asarray(x, dtype=float) for x in (ns, p, low, high))
+    if ns.size < 2:
+        return float("nan"), float("nan"), float("nan")
+    lx = np.log(ns)
+    b = float(np.polyfit(lx, np.log(np.maximum(p, floor)), 1)[0])
+    se = np.maximum((high - low) / (2 * 1.959963984540054), 0.0)
+    rng = np.random.default_rng(seed)
+    draws = np.maximum(p[None] + se[None] * rng.standard_normal((boot, p.size)), floor)
+    bs = np.polyfit(lx, np.log(draws).T, 1)[0]
+    lo, hi = np.quantile(bs, [0.025, 0.975])
+    return b, float(lo), float(hi)
+
+
+def _not_k(f: Family) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """P(max != k) at every point with its 95% CI (from that of P(max = k))."""
+    k = f.k
+    return 1 - f.est.max_dist[:, k], 1 - f.est.max_high[:, k], 1 - f.est.max_low[:, k]
