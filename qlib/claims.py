@@ -34,8 +34,9 @@ INCONCLUSIVE rows and findings do not change the exit status (they are counted i
 line, which is what to read).
 
 Studies declare their claims as data (:class:`ClaimSpec`, one per claim, gathered in a
-``CLAIMS`` table per study): the criterion, the PARAMETERS keys of its thresholds, the wrong
-models it is run on, and the function that turns the result into rows.
+``CLAIMS`` table per study): the criterion and threshold text as templates rendered from the
+threshold values under ``PARAMETERS[mode]["claims"]``, the wrong models it is run on (by registry
+key), and the function that turns the result into rows.
 """
 
 from __future__ import annotations
@@ -104,8 +105,9 @@ class ClaimSpec:
         thresholds: the paths under the study's ``PARAMETERS[mode]["claims"]`` of every threshold
             the criterion uses, fixed before the run; a value is named by its path's last element.
         threshold: the row's "threshold (pre-set)" text, a template like ``criterion``.
-        wrong_models: keys of :data:`qlib.studies.wrong_models.WRONG_MODELS` the criterion is run on
-            (far ones must fail it, near ones make its resolution).
+        wrong_models: the wrong models the criterion is run on, by their key in the study's registry
+            (:data:`qlib.supermarket.variants.WRONG_MODELS` for the supermarket studies, ``WRONG_RULES``
+            for the heterogeneous one): far ones must fail it, near ones make its resolution.
         controls: counterfactuals that are not routing models (a control point, a short run, the
             fluid limit): named here so the table lists every counterfactual a row carries.
         rows: ``rows(result, spec) -> list[ClaimRow]``.
