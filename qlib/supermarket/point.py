@@ -194,20 +194,4 @@ def as_point(n: Any, d: Any = None, lam: Any = None, *, one_minus_lam: Any = Non
     return Point(n, d, lam, one_minus_lam=one_minus_lam, replacement=rep)
 
 
-def check_parameters(n: Any, d: Any, lam: Any = None, replacement: Any = True, *,
-                     one_minus_lam: Any = None) -> tuple[int | None, int, float, bool]:
-    """(n, d, lam, replacement) of the model's ranges, as a tuple (the older interface of
-    ``Point(n, d, lam, ...)``; no range is checked here that Point does not check)."""
-    p = Point(n, d, lam, one_minus_lam=one_minus_lam, replacement=replacement)
-    return p.n, p.d, p.lam, p.replacement
-
-
-def check_point(n: Any, d: Any, lam: Any, replacement: Any, one_minus_lam: Any = None) -> tuple[int, int, float, float, bool]:
-    """(n, d, lam, 1 - lam, replacement) of a simulation, as a tuple (the older interface of
-    :meth:`Point.simulation`)."""
-    p = Point.simulation(n, d, lam, one_minus_lam=one_minus_lam, replacement=replacement)
-    return p.n, p.d, p.lam, p.one_minus_lam, p.replacement
-
-
-__all__ = ["Point", "as_point", "check_parameters", "check_point", "arrival_threshold", "MAX_D", "MAX_N",
-           "LAM_RESOLUTION"]
+__all__ = ["Point", "as_point", "arrival_threshold", "MAX_D", "MAX_N", "LAM_RESOLUTION"]

@@ -27,10 +27,10 @@ import numpy as np
 from qlib import _rng
 from qlib import _validate as V
 from qlib.supermarket import chain as K
-from qlib.supermarket.point import MAX_N, Point, as_point, check_point  # noqa: F401  (check_point: older import path)
+from qlib.supermarket.point import MAX_N, Point, as_point
 from qlib.supermarket.theory import fluid_fixed_point, predicted_max_length
 
-__all__ = ["SupermarketResult", "simulate", "simulate_many", "Point", "check_point", "initial_counts",
+__all__ = ["SupermarketResult", "simulate", "simulate_many", "Point", "initial_counts",
            "counts_from_lengths", "counts_all_at", "default_levels", "MAX_N"]
 
 

@@ -29,7 +29,7 @@ from scipy.integrate import solve_ivp
 from scipy.special import gammaln
 
 from qlib import _validate as V
-from qlib.supermarket.point import MAX_D, Point, check_parameters  # noqa: F401  (check_parameters: the older import path)
+from qlib.supermarket.point import MAX_D, Point
 
 
 def arrival_rate(lam: float | None = None, one_minus_lam: float | None = None) -> tuple[float, float]:
