@@ -462,8 +462,15 @@ def test_relaxation_time_of_mm1(rho):
             1 / (math.sqrt(mu) - math.sqrt(lam)) ** 2, rel=1e-12)
     for K in (5, 40, 600):
         want = lam + mu - 2 * math.sqrt(lam * mu) * math.cos(math.pi / (K + 2))
-        for policy, dense in (("random", K < 100), ("random", False), ("fastest", K < 100), ("fastest", False)):
-            assert relax._truncated_gap(lam, np.array([mu]), policy, K, dense=dense) == pytest.approx(want, rel=1e-9)
+        for policy, dense in (
+            ("random", K < 100),
+            ("random", False),
+            ("fastest", K < 100),
+            ("fastest", False),
+        ):
+            assert relax._truncated_gap(lam, np.array([mu]), policy, K, dense=dense) == pytest.approx(
+                want, rel=1e-9
+            )
 
 
 @pytest.mark.parametrize("policy", ["random", "slowest"])

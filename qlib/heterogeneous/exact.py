@@ -1,9 +1,9 @@
 """Exact stationary law of M/M/n with heterogeneous servers and uninformed customers.
 
-Model (docs/models.md, "Heterogeneous servers"; Cabral, arXiv:0706.0560): Poisson arrivals at rate ``lam``; server j serves at rate
-``mus[j]``; an arrival that finds idle servers joins one chosen uniformly at random among them,
-otherwise it waits in one FIFO queue taken by the first server to finish. Stable iff
-``lam < sum(mus)``.
+Model (docs/models.md, "Heterogeneous servers"; Cabral, arXiv:0706.0560): Poisson arrivals at
+rate ``lam``; server j serves at rate ``mus[j]``; an arrival that finds idle servers joins one
+chosen uniformly at random among them, otherwise it waits in one FIFO queue taken by the first
+server to finish. Stable iff ``lam < sum(mus)``.
 
 Product form (the chain is reversible): for a busy set S with |S| = k < n and no queue,
 pi(S) ∝ (n-k)!/n! · prod_{j in S} x_j with x_j = lam/mu_j, and with all n busy and q waiting,

@@ -17,6 +17,7 @@ from scipy.sparse import linalg as splinalg
 from qlib import _validate
 from qlib.heterogeneous.exact import check_rates
 
+
 def stationary_distribution(lam: float, mus: ArrayLike) -> tuple[np.ndarray, np.ndarray]:
     """Brute-force product form over all 2^n busy sets (n <= 12): (sets (2^n, n) bool, probs (2^n,)).
 
@@ -54,7 +55,9 @@ def _set_generator(lam_f: float, m: np.ndarray, policy: str, queue_cap: int) -> 
     rows, cols, vals = [], [], []
 
     def add(a, b, r):
-        rows.append(a); cols.append(b); vals.append(r)
+        rows.append(a)
+        cols.append(b)
+        vals.append(r)
 
     for s in range(nS):
         idle = [j for j in range(n) if not (s >> j) & 1]
@@ -157,7 +160,9 @@ def marginals_from_sets(sets: ArrayLike, probs: ArrayLike) -> np.ndarray:
     if sets.ndim != 2 or sets.dtype != bool:
         raise ValueError(f"sets must be an (S, n) bool array; got {sets.dtype} of shape {sets.shape}")
     if probs.shape != (sets.shape[0],) or probs.dtype.kind not in "iuf" or not np.all(np.isfinite(probs)):
-        raise ValueError(f"probs must be ({sets.shape[0]},) finite real probabilities; got shape {probs.shape}")
+        raise ValueError(
+            f"probs must be ({sets.shape[0]},) finite real probabilities; got shape {probs.shape}"
+        )
     return probs @ sets.astype(float)
 
 

@@ -40,19 +40,29 @@ def _ordered_generator(lam_f: float, m: np.ndarray, queue_cap: int) -> sparse.cs
     rows, cols, vals = [], [], []
     for t, i in index.items():
         if t:  # an arrival takes the head of the list
-            rows.append(i); cols.append(index[t[1:]]); vals.append(lam_f)
+            rows.append(i)
+            cols.append(index[t[1:]])
+            vals.append(lam_f)
         elif queue_cap > 0:
-            rows.append(i); cols.append(nL); vals.append(lam_f)
+            rows.append(i)
+            cols.append(nL)
+            vals.append(lam_f)
         idle = set(t)
         for j in range(n):
             if j not in idle:  # a completion at j appends j to the list
-                rows.append(i); cols.append(index[t + (j,)]); vals.append(m[j])
+                rows.append(i)
+                cols.append(index[t + (j,)])
+                vals.append(m[j])
     full = index[()]
     for q in range(1, queue_cap + 1):
         i = nL + q - 1
         if q < queue_cap:
-            rows.append(i); cols.append(i + 1); vals.append(lam_f)
-        rows.append(i); cols.append(full if q == 1 else i - 1); vals.append(m.sum())
+            rows.append(i)
+            cols.append(i + 1)
+            vals.append(lam_f)
+        rows.append(i)
+        cols.append(full if q == 1 else i - 1)
+        vals.append(m.sum())
     Qm = sparse.coo_matrix((vals, (rows, cols)), shape=(N, N)).tocsr()
     return Qm - sparse.diags(np.asarray(Qm.sum(axis=1)).ravel())
 

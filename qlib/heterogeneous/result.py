@@ -29,7 +29,7 @@ class ChainState(NamedTuple):
 
 @dataclass(frozen=True)
 class SimulationResult:
-    """Time averages per replica (rows) from :func:`qlib.heterogeneous.simulate`, over the ``steps`` recorded steps.
+    """Time averages per replica (rows) from :func:`qlib.heterogeneous.simulate`, over the recorded steps.
 
     ``busy_fraction`` (R, n): fraction of time server j is busy (estimates Cabral's P_j);
     ``throughput`` (R, n): completions of server j per unit time (estimates mu_j P_j, counted
@@ -63,18 +63,31 @@ class SimulationResult:
         """Every field as a dict of arrays (the sweep cache's form: :func:`qlib.cache.cached`);
         :meth:`from_arrays` gives the same result back, bit for bit."""
         out = {f: np.asarray(getattr(self, f)) for f in _RESULT_ARRAYS}
-        out |= {"lam": np.float64(self.lam), "mus": np.asarray(self.mus, np.float64), "policy": np.str_(self.policy),
-                "steps": np.int64(self.steps), "burn_in": np.int64(self.burn_in),
-                "seed": np.uint64(0 if self.seed is None else self.seed), "seeded": np.bool_(self.seed is not None)}
+        out |= {
+            "lam": np.float64(self.lam),
+            "mus": np.asarray(self.mus, np.float64),
+            "policy": np.str_(self.policy),
+            "steps": np.int64(self.steps),
+            "burn_in": np.int64(self.burn_in),
+            "seed": np.uint64(0 if self.seed is None else self.seed),
+            "seeded": np.bool_(self.seed is not None),
+        }
         return out | {f"state_{k}": np.asarray(v) for k, v in self.state._asdict().items() if v is not None}
 
     @classmethod
     def from_arrays(cls, a: dict[str, np.ndarray]) -> SimulationResult:
         """The result :meth:`arrays` was made from."""
         state = ChainState(*(a.get(f"state_{k}") for k in ChainState._fields))
-        return cls(lam=float(a["lam"]), mus=np.asarray(a["mus"]), policy=str(a["policy"]), steps=int(a["steps"]),
-                   burn_in=int(a["burn_in"]), seed=int(a["seed"]) if bool(a["seeded"]) else None, state=state,
-                   **{f: np.asarray(a[f]) for f in _RESULT_ARRAYS})
+        return cls(
+            lam=float(a["lam"]),
+            mus=np.asarray(a["mus"]),
+            policy=str(a["policy"]),
+            steps=int(a["steps"]),
+            burn_in=int(a["burn_in"]),
+            seed=int(a["seed"]) if bool(a["seeded"]) else None,
+            state=state,
+            **{f: np.asarray(a[f]) for f in _RESULT_ARRAYS},
+        )
 
     def estimate(self, name: str) -> Estimate:
         """Mean over replicas with its standard error (needs replicas >= 2), e.g. "busy_fraction"."""
@@ -89,14 +102,24 @@ class SimulationResult:
 
         R, n = self.busy_fraction.shape
         mus = np.asarray(self.mus, dtype=float)
-        return pd.DataFrame({
-            "lam": self.lam, "policy": self.policy, "seed": self.seed, "steps": self.steps, "burn_in": self.burn_in,
-            "replica": np.repeat(np.arange(R), n), "server": np.tile(np.arange(n), R), "mu": np.tile(mus, R),
-            "busy_fraction": np.asarray(self.busy_fraction).ravel(), "throughput": np.asarray(self.throughput).ravel(),
-            "mean_queue": np.repeat(np.asarray(self.mean_queue), n),
-            "wait_fraction": np.repeat(np.asarray(self.wait_fraction), n),
-            "arrivals": np.repeat(np.asarray(self.arrivals), n), "time": np.repeat(np.asarray(self.time), n),
-        })
+        return pd.DataFrame(
+            {
+                "lam": self.lam,
+                "policy": self.policy,
+                "seed": self.seed,
+                "steps": self.steps,
+                "burn_in": self.burn_in,
+                "replica": np.repeat(np.arange(R), n),
+                "server": np.tile(np.arange(n), R),
+                "mu": np.tile(mus, R),
+                "busy_fraction": np.asarray(self.busy_fraction).ravel(),
+                "throughput": np.asarray(self.throughput).ravel(),
+                "mean_queue": np.repeat(np.asarray(self.mean_queue), n),
+                "wait_fraction": np.repeat(np.asarray(self.wait_fraction), n),
+                "arrivals": np.repeat(np.asarray(self.arrivals), n),
+                "time": np.repeat(np.asarray(self.time), n),
+            }
+        )
 
 
 _RESULT_ARRAYS = ("busy_fraction", "throughput", "mean_queue", "wait_fraction", "arrivals", "time")

@@ -92,8 +92,12 @@ def _check_state(state: ChainState, n: int, replicas: int | None, policy: str) -
         ok = bool(np.all(order[busy] == -1)) and all(
             np.array_equal(np.sort(order[r][~busy[r]]), np.arange(k[r])) for r in range(R))
         if not ok:
-            raise ValueError("initial: idle_order must number the idle servers 0..k-1 (and be -1 for busy ones)")
-    return ChainState(rng, busy.copy(), queue.astype(np.int64), None if order is None else order.astype(np.int64))
+            raise ValueError(
+                "initial: idle_order must number the idle servers 0..k-1 (and be -1 for busy ones)"
+            )
+    return ChainState(
+        rng, busy.copy(), queue.astype(np.int64), None if order is None else order.astype(np.int64)
+    )
 
 
 def _to_kernel(state: ChainState, perm: np.ndarray, R: int, use_bits: bool):
@@ -121,7 +125,11 @@ def _to_kernel(state: ChainState, perm: np.ndarray, R: int, use_bits: bool):
                                  np.uint64(0))
         chain = _BitsChain(rng, mask, np.asarray(queue, np.int32), fifo)
     else:
-        stamp = np.zeros((R, n), np.int32) if order is None else (np.where(order >= 0, order, n) - n).astype(np.int32)
+        stamp = (
+            np.zeros((R, n), np.int32)
+            if order is None
+            else (np.where(order >= 0, order, n) - n).astype(np.int32)
+        )
         chain = _ArrayChain(rng, busy.T, np.asarray(queue, np.int32), stamp.T)
     # host arrays -> global arrays: each process places only its own devices' replicas
     return type(chain)(*(_sharding.put(x, -1) for x in chain))

@@ -29,8 +29,9 @@ oracle :func:`exact_coupling` (exact meeting-time law and marginal laws on the p
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -48,7 +49,9 @@ __all__ = ["meeting_times", "meeting_times_many", "coupled_paths", "CoupledPaths
 
 # --------------------------------------------------------------------------- helpers
 
-def _resolve_starts(point: Point, starts: Sequence[Any], replicas: int, where: str = "starts") -> list[np.ndarray]:
+def _resolve_starts(
+    point: Point, starts: Sequence[Any], replicas: int, where: str = "starts"
+) -> list[np.ndarray]:
     """Each start as counts of shape (levels+1, replicas), padded to a common number of levels."""
     us = []
     for j, s in enumerate(starts):
@@ -57,7 +60,9 @@ def _resolve_starts(point: Point, starts: Sequence[Any], replicas: int, where: s
         except ValueError as e:
             raise ValueError(f"{where}[{j}]: {e}") from None
         if u.ndim == 2 and u.shape[0] != replicas:
-            raise ValueError(f"{where}[{j}] has one row per replica, so it needs {replicas} rows; got {u.shape[0]}")
+            raise ValueError(
+                f"{where}[{j}] has one row per replica, so it needs {replicas} rows; got {u.shape[0]}"
+            )
         us.append(np.broadcast_to(u if u.ndim == 2 else u[None], (replicas, u.shape[-1])))
     top = max(u.shape[1] for u in us)
     # every start as int64 counts (and their uint32 device copy), before building them
@@ -126,7 +131,8 @@ def meeting_times(n: int | Point, d: int | None = None, lam: float | None = None
     """Meeting times of the monotone coupling from the bottom and the top start.
 
     ``n``, ``d``, ``lam`` and ``replacement`` are the supermarket model's parameters, or one
-    :class:`~qlib.supermarket.point.Point` in their place (see :func:`qlib.supermarket.simulate`). Two count chains are driven by the same draws: the
+    :class:`~qlib.supermarket.point.Point` in their place (see :func:`qlib.supermarket.simulate`).
+    Two count chains are driven by the same draws: the
     bottom one starts at ``bottom`` (default: all queues empty), the top one at ``top``
     (default: all n queues at length ``top_length``); ``bottom <= top`` is required. Returns a
     float array of shape (replicas,): for each replica the number of jump-chain steps until
@@ -150,9 +156,23 @@ def meeting_times(n: int | Point, d: int | None = None, lam: float | None = None
     replicas = V.integer("replicas", replicas, low=1)
     ordered = _bool("ordered", ordered)
     capacity = _capacity(capacity, top_length)
-    pt = _meet_point("", n, d, lam, one_minus_lam=one_minus_lam, replicas=replicas, seed=seed,
-                     top_length=top_length, max_steps=max_steps, replacement=replacement, bottom=bottom, top=top,
-                     ordered=ordered, levels=levels, capacity=capacity)
+    pt = _meet_point(
+        "",
+        n,
+        d,
+        lam,
+        one_minus_lam=one_minus_lam,
+        replicas=replicas,
+        seed=seed,
+        top_length=top_length,
+        max_steps=max_steps,
+        replacement=replacement,
+        bottom=bottom,
+        top=top,
+        ordered=ordered,
+        levels=levels,
+        capacity=capacity,
+    )
     return _run_meeting([pt], replicas, pt.point.replacement, ordered, progress, capacity)[0]
 
 
@@ -161,7 +181,9 @@ def _capacity(capacity: Any, top_length: Any) -> int | None:
         return None
     capacity = S._capacity(capacity)
     if isinstance(top_length, (int, np.integer)) and top_length > capacity:
-        raise ValueError(f"top_length must be <= capacity = {capacity} in the bounded model; got {top_length}")
+        raise ValueError(
+            f"top_length must be <= capacity = {capacity} in the bounded model; got {top_length}"
+        )
     return capacity
 
 
@@ -176,8 +198,9 @@ def meeting_times_many(points: Sequence[tuple | Point], *, replicas: int, top_le
     max_steps=max_steps[p], ...)``.
 
     ``points`` are (n, d, lam) or Points, or (n, d) with ``one_minus_lam`` one value per point
-    (or one for all); they share one ``replacement`` (the points' own, or True). ``top_length`` and ``max_steps`` are an int or one per point; ``seeds`` one per point
-    (default 0, 1, ..., P-1); ``bottom`` and ``top`` one start for all points or a list of one
+    (or one for all); they share one ``replacement`` (the points' own, or True). ``top_length``
+    and ``max_steps`` are an int or one per point; ``seeds`` one per point (default 0, 1, ...,
+    P-1); ``bottom`` and ``top`` one start for all points or a list of one
     per point. Lanes are ordered by ``max_steps``; every lane stops at its own ``max_steps``,
     and the run ends as soon as every replica of every point has met.
     """
@@ -203,23 +226,49 @@ def meeting_times_many(points: Sequence[tuple | Point], *, replicas: int, top_le
             isinstance(x, (int, np.integer)) for x in v) else [v] * P
 
     seeds_l = list(range(P)) if seeds is None else per("seeds", seeds)
-    if seeds is not None and (not isinstance(seeds, (list, tuple, np.ndarray)) or (isinstance(seeds, np.ndarray) and seeds.ndim != 1)):
+    if seeds is not None and (
+        not isinstance(seeds, (list, tuple, np.ndarray))
+        or (isinstance(seeds, np.ndarray) and seeds.ndim != 1)
+    ):
         raise ValueError(f"seeds must be a sequence of one seed per point ({P}); got {seeds!r}")
     oml_l = per("one_minus_lam", one_minus_lam) if one_minus_lam is not None else [None] * P
     pts = []
-    for j, (pt, oml, tl, ms, sd, b, tp) in enumerate(zip(points, oml_l, per("top_length", top_length),
-                                                       per("max_steps", max_steps), seeds_l, per_start(bottom),
-                                                       per_start(top))):
+    for j, (pt, oml, tl, ms, sd, b, tp) in enumerate(
+        zip(
+            points,
+            oml_l,
+            per("top_length", top_length),
+            per("max_steps", max_steps),
+            seeds_l,
+            per_start(bottom),
+            per_start(top),
+        )
+    ):
         want = 3 if oml is None else 2
         if not isinstance(pt, Point) and (not isinstance(pt, (tuple, list)) or len(pt) != want):
-            raise ValueError(f"points[{j}] must be {'(n, d, lam)' if want == 3 else '(n, d) (one_minus_lam is given)'}"
-                             f" or a Point; got {pt!r}")
+            raise ValueError(
+                f"points[{j}] must be {'(n, d, lam)' if want == 3 else '(n, d) (one_minus_lam is given)'}"
+                f" or a Point; got {pt!r}"
+            )
         args = (pt, None, None) if isinstance(pt, Point) else (pt[0], pt[1], pt[2] if oml is None else None)
         try:
-            pts.append(_meet_point(f"points[{j}]: ", *args, one_minus_lam=oml,
-                                   replicas=replicas, seed=sd, top_length=tl, max_steps=ms, replacement=replacement,
-                                   bottom=b, top=tp, ordered=ordered, levels=levels,
-                                   capacity=_capacity(capacity, tl)))
+            pts.append(
+                _meet_point(
+                    f"points[{j}]: ",
+                    *args,
+                    one_minus_lam=oml,
+                    replicas=replicas,
+                    seed=sd,
+                    top_length=tl,
+                    max_steps=ms,
+                    replacement=replacement,
+                    bottom=b,
+                    top=tp,
+                    ordered=ordered,
+                    levels=levels,
+                    capacity=_capacity(capacity, tl),
+                )
+            )
         except ValueError as err:
             raise ValueError(f"points[{j}]: {err}") from None
     V.work("max_steps", float(sum(p.max_steps for p in pts)) * replicas)
@@ -250,9 +299,19 @@ def _run_meeting(pts: list[_MeetPoint], R: int, replacement: bool, ordered: bool
     L0 = max(p.levels for p in pts)
     per_level = K.ChainDriver.device_bytes_per_level(lanes, 2)
     V.memory("replicas", (L0 + 1) * per_level, f"{L0 + 1} levels x {lanes} lanes x 2 chains")
-    drv = K.ChainDriver(u0.astype(np.uint32), rng0, params, replacement=replacement, levels=L0, progress=progress,
-                        total=end, desc="meeting times", max_levels=max(L0, K.level_limit(width, end)),
-                        bytes_per_level=per_level, capacity=capacity is not None)
+    drv = K.ChainDriver(
+        u0.astype(np.uint32),
+        rng0,
+        params,
+        replacement=replacement,
+        levels=L0,
+        progress=progress,
+        total=end,
+        desc="meeting times",
+        max_levels=max(L0, K.level_limit(width, end)),
+        bytes_per_level=per_level,
+        capacity=capacity is not None,
+    )
     # bounded: a lost arrival can close the gap too, which the ordered (D) test does not count
     ordered = ordered and capacity is None
     try:
@@ -300,10 +359,21 @@ class CoupledPaths:
         return self.times / ((1.0 + self.lam) * self.n)
 
 
-def coupled_paths(n: int | Point, d: int | None = None, lam: float | None = None, starts: Sequence[Any] | None = None,
-                  *, steps: int, replicas: int, seed: int, record_every: int = 1, one_minus_lam: float | None = None,
-                  replacement: bool | None = None, levels: int | None = None,
-                  progress: bool | None = None) -> CoupledPaths:
+def coupled_paths(
+    n: int | Point,
+    d: int | None = None,
+    lam: float | None = None,
+    starts: Sequence[Any] | None = None,
+    *,
+    steps: int,
+    replicas: int,
+    seed: int,
+    record_every: int = 1,
+    one_minus_lam: float | None = None,
+    replacement: bool | None = None,
+    levels: int | None = None,
+    progress: bool | None = None,
+) -> CoupledPaths:
     """Run one coupled chain per entry of ``starts`` and record all of them.
 
     Each start is anything :func:`qlib.supermarket.initial_counts` accepts ("empty", "fluid",
@@ -337,9 +407,18 @@ def coupled_paths(n: int | Point, d: int | None = None, lam: float | None = None
     V.memory("record_every", (L + 1) * per_level,
              f"{nframes + 1} frames x {C} chains x {replicas} replicas x {L + 1} levels x 16 bytes")
     params = K.lane_params([point], [replicas])
-    drv = K.ChainDriver(np.stack(u0).astype(np.uint32), _replica_states(seed, replicas), params,
-                        replacement=replacement, levels=L, progress=progress, total=steps, desc="coupled paths",
-                        max_levels=max(L, K.level_limit(L0 + 1, steps)), bytes_per_level=per_level)
+    drv = K.ChainDriver(
+        np.stack(u0).astype(np.uint32),
+        _replica_states(seed, replicas),
+        params,
+        replacement=replacement,
+        levels=L,
+        progress=progress,
+        total=steps,
+        desc="coupled paths",
+        max_levels=max(L, K.level_limit(L0 + 1, steps)),
+        bytes_per_level=per_level,
+    )
     try:
         first = drv.lanes_of(drv.state.u)
         out = drv.run(record_every, observe="seen", frames=nframes)
@@ -347,7 +426,9 @@ def coupled_paths(n: int | Point, d: int | None = None, lam: float | None = None
         Lf = K.final_levels(L, int(drv.peak().max()), drv.max_levels)
     finally:
         drv.close()
-    arr = np.stack([K.pad_levels(f, max(Lf + 1, f.shape[1]), axis=1)[:, : Lf + 1] for f in frames]).astype(np.int64)
+    arr = np.stack([K.pad_levels(f, max(Lf + 1, f.shape[1]), axis=1)[:, : Lf + 1] for f in frames]).astype(
+        np.int64
+    )
     # (F, C, L+1, R) -> (C, R, F, L+1)
     counts = np.ascontiguousarray(arr.transpose(1, 3, 0, 2))
     times = np.arange(nframes + 1, dtype=np.int64) * record_every
@@ -406,7 +487,9 @@ def tv_distance(samples: Any, reference: Any, *, reference_is_pmf: bool = False,
 
     if reference_is_pmf:
         if ref.ndim != 1 or np.any(~np.isfinite(ref)) or np.any(ref < 0) or abs(ref.sum() - 1) > 1e-8:
-            raise ValueError("reference must be a 1-D probability vector (non-negative, sum 1) when reference_is_pmf")
+            raise ValueError(
+                "reference must be a 1-D probability vector (non-negative, sum 1) when reference_is_pmf"
+            )
         if bins is not None:
             raise ValueError("bins is only supported with a reference sample, not a pmf; got bins="
                              f"{bins}")
@@ -444,7 +527,9 @@ def tv_noise_floor(pmf: Any, size: int, reference_size: int | None = None) -> fl
     try:
         p = np.asarray(pmf, dtype=float)
     except (TypeError, ValueError, OverflowError):
-        raise ValueError(f"pmf must be an array of probabilities in [0, 1]; got {type(pmf).__name__}") from None
+        raise ValueError(
+            f"pmf must be an array of probabilities in [0, 1]; got {type(pmf).__name__}"
+        ) from None
     if np.any(~np.isfinite(p)) or np.any(p < 0) or np.any(p > 1):
         raise ValueError("pmf must hold probabilities in [0, 1]")
     size = V.integer("size", size, low=1)
@@ -507,8 +592,10 @@ def exact_coupling(n: int, d: int, lam: float, *, bottom: Sequence[int], top: Se
     def norm(name, u):
         a = V.int_array(name, u)
         if a.ndim != 1 or a.size < 1 or a[0] != n or np.any(a < 0) or np.any(np.diff(a) > 0):
-            raise ValueError(f"{name} must be counts u_0..u_m with u_0 = n = {n}, non-negative and non-increasing; "
-                             f"got {u!r}")
+            raise ValueError(
+                f"{name} must be counts u_0..u_m with u_0 = n = {n}, non-negative and non-increasing; "
+                f"got {u!r}"
+            )
         u = [int(v) for v in a[1:]] + [0] * cap
         return tuple(u[:cap])
 

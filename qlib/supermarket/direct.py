@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from qlib.supermarket.point import Point
 from qlib import _validate as V
+from qlib.supermarket.point import Point
 
 
 def direct_simulation(n: int, d: int, lam: float, *, steps: int, seed: int = 0, burn_in: int = 0,
@@ -47,7 +47,9 @@ def direct_simulation(n: int, d: int, lam: float, *, steps: int, seed: int = 0, 
                 q[who[j]] -= 1
             t += 1
             if t > burn_in:
-                acc += np.bincount(np.minimum(q, levels + 1), minlength=levels + 2)[::-1].cumsum()[::-1][: levels + 1]
+                acc += np.bincount(np.minimum(q, levels + 1), minlength=levels + 2)[::-1].cumsum()[::-1][
+                    : levels + 1
+                ]
             if t == burn_in + steps:
                 break
     return acc / (steps * n)

@@ -31,18 +31,17 @@ interval can be too narrow; read such levels as "rarely visited", not as estimat
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import numpy as np
 
-from qlib import _progress
+from qlib import _progress, stats
 from qlib import _validate as V
-from qlib import stats
 from qlib.supermarket.coupling import meeting_times
+from qlib.supermarket.point import Point, as_point
 from qlib.supermarket.refined import relaxation_time
 from qlib.supermarket.simulation import SupermarketResult, _capacity, simulate_many
-from qlib.supermarket.point import Point, as_point
 from qlib.supermarket.theory import fluid_fixed_point, predicted_max_length, steps_per_time
 
 BURN_IN_TAUS = 20.0
@@ -140,20 +139,33 @@ class EquilibriumEstimate:
         import pandas as pd
 
         p = self.point
-        return pd.DataFrame({
-            "n": p.n, "d": p.d, "lam": p.lam, "one_minus_lam": p.one_minus_lam, "replacement": p.replacement,
-            "level": np.arange(self.levels + 1),
-            "tail_fraction": self.tail_fraction, "tail_fraction_ci_low": self.ci_low,
-            "tail_fraction_ci_high": self.ci_high,
-            "queue_length_fraction": self.queue_length_distribution,
-            "queue_length_fraction_ci_low": self.length_ci_low, "queue_length_fraction_ci_high": self.length_ci_high,
-            "max_length_probability": _pad(self.max_length_distribution, self.levels + 1),
-            "max_length_probability_ci_low": _pad(self.max_ci_low, self.levels + 1),
-            "max_length_probability_ci_high": _pad(self.max_ci_high, self.levels + 1),
-            "precision_level": self.level, "converged": self.converged,
-            "relative_halfwidth": self.relative_halfwidth, "batches": self.batches, "steps": self.steps,
-            "relaxation_times": self.relaxation_times, "replicas": self.replicas, "seed": self.seed,
-        })
+        return pd.DataFrame(
+            {
+                "n": p.n,
+                "d": p.d,
+                "lam": p.lam,
+                "one_minus_lam": p.one_minus_lam,
+                "replacement": p.replacement,
+                "level": np.arange(self.levels + 1),
+                "tail_fraction": self.tail_fraction,
+                "tail_fraction_ci_low": self.ci_low,
+                "tail_fraction_ci_high": self.ci_high,
+                "queue_length_fraction": self.queue_length_distribution,
+                "queue_length_fraction_ci_low": self.length_ci_low,
+                "queue_length_fraction_ci_high": self.length_ci_high,
+                "max_length_probability": _pad(self.max_length_distribution, self.levels + 1),
+                "max_length_probability_ci_low": _pad(self.max_ci_low, self.levels + 1),
+                "max_length_probability_ci_high": _pad(self.max_ci_high, self.levels + 1),
+                "precision_level": self.level,
+                "converged": self.converged,
+                "relative_halfwidth": self.relative_halfwidth,
+                "batches": self.batches,
+                "steps": self.steps,
+                "relaxation_times": self.relaxation_times,
+                "replicas": self.replicas,
+                "seed": self.seed,
+            }
+        )
 
 
 def default_level(n: int | Point, d: int | None = None, lam: float | None = None) -> int:
@@ -209,21 +221,38 @@ def _lag1(x: np.ndarray) -> float:
     return float((y[:, 1:] * y[:, :-1]).sum() / den) if den > 0 else 0.0
 
 
-def estimate_equilibrium(n: int | Point, d: int | None = None, lam: float | None = None, *, rel_error: float = 0.1,
-                         level: int | None = None, max_steps: int | None = None, seed: int = 0,
-                         replacement: bool | None = None, replicas: int = 8, burn_in: str = "auto",
-                         burn_taus: float = BURN_IN_TAUS, batch_taus: float = BATCH_TAUS, min_batches: int = 2,
-                         batches: int | None = None, progress: bool | None = None,
-                         one_minus_lam: float | None = None, flows: bool = False,
-                         variant=None, tau: float | None = None, capacity: int | None = None,
-                         start: str = "empty") -> EquilibriumEstimate:
+def estimate_equilibrium(
+    n: int | Point,
+    d: int | None = None,
+    lam: float | None = None,
+    *,
+    rel_error: float = 0.1,
+    level: int | None = None,
+    max_steps: int | None = None,
+    seed: int = 0,
+    replacement: bool | None = None,
+    replicas: int = 8,
+    burn_in: str = "auto",
+    burn_taus: float = BURN_IN_TAUS,
+    batch_taus: float = BATCH_TAUS,
+    min_batches: int = 2,
+    batches: int | None = None,
+    progress: bool | None = None,
+    one_minus_lam: float | None = None,
+    flows: bool = False,
+    variant=None,
+    tau: float | None = None,
+    capacity: int | None = None,
+    start: str = "empty",
+) -> EquilibriumEstimate:
     """Estimate the stationary E[u_i]/n and the law of the longest queue of the supermarket model.
 
     ``n`` queues, ``d`` choices, arrival rate ``lam`` per queue (or ``one_minus_lam``), sampling
     with ``replacement`` (default True), or one :class:`~qlib.supermarket.point.Point` in their place.
     Runs ``replicas`` chains from empty, burns in (``burn_in``: "coupling" certifies it by the
     monotone coupling, "tau" uses ``burn_taus`` (20) relaxation times, "auto" takes the coupling
-    if it certifies a burn-in shorter than that, else ``burn_taus``), then adds batches of ``batch_taus`` tau until
+    if it certifies a burn-in shorter than that, else ``burn_taus``), then adds batches of
+    ``batch_taus`` tau until
     the 95% CI half-width of E[u_level]/n is <= ``rel_error`` x the estimate (``level``
     default: :func:`default_level`) with at least ``min_batches`` batches per replica, or
     ``max_steps`` measured steps per replica (default: 200 batches) are spent; with ``batches``
@@ -314,7 +343,9 @@ def estimate_equilibrium_many(points: Sequence[tuple[int, int, float] | Point], 
         levels = [min(lv, capacity) for lv in levels]
     V.choice("start", start, ("empty", "perfect"))
     if start == "perfect" and variant is not None and variant != "model":
-        raise ValueError("start='perfect' draws the model's stationary law, not a variant's; use start='empty'")
+        raise ValueError(
+            "start='perfect' draws the model's stationary law, not a variant's; use start='empty'"
+        )
     burns = [_burn_in(points_[p], plan.per_tau[p], burn_in, burn_taus, start, capacity, replicas, seeds[p])
              for p in range(P)]
     runs = _Rounds(P)
@@ -347,7 +378,7 @@ class _Budget:
 
     @classmethod
     def of(cls, points: list[Point], tau, batch_taus: float, batches, max_steps, min_batches: int,
-           replicas: int) -> "_Budget":
+           replicas: int) -> _Budget:
         P = len(points)
         if tau is None:
             tau = [relaxation_time(p.d, p.lam) for p in points]
@@ -400,8 +431,15 @@ def _burn_in(point: Point, per_tau: float, burn_in: str, burn_taus: float, start
             raise ValueError(f"burn_in='coupling': the chains had not all met within 50 x {burn_taus:g} tau "
                              f"= {50 * b_tau} steps at (n, d, lam) = {(point.n, point.d, point.lam)}; "
                              "use burn_in='tau'")
-    return b_tau, (f"{burn_taus:g} tau = {b_tau} steps (the coupling did not certify a shorter one)"
-                   if burn_in == "auto" and math.isfinite(k) else f"{burn_taus:g} tau = {b_tau} steps"), "empty"
+    return (
+        b_tau,
+        (
+            f"{burn_taus:g} tau = {b_tau} steps (the coupling did not certify a shorter one)"
+            if burn_in == "auto" and math.isfinite(k)
+            else f"{burn_taus:g} tau = {b_tau} steps"
+        ),
+        "empty",
+    )
 
 
 class _Rounds:
@@ -417,9 +455,22 @@ class _Rounds:
         self.nb = [0] * P
         self.est: list[tuple] = [None] * P  # type: ignore[list-item]
 
-    def run(self, points: list[Point], plan: _Budget, burns: list[tuple], levels: list[int], seeds: list[int], *,
-            replicas: int, rel_error: float, replacement: bool, progress: bool, flows: bool, variant,
-            capacity: int | None) -> None:
+    def run(
+        self,
+        points: list[Point],
+        plan: _Budget,
+        burns: list[tuple],
+        levels: list[int],
+        seeds: list[int],
+        *,
+        replicas: int,
+        rel_error: float,
+        replacement: bool,
+        progress: bool,
+        flows: bool,
+        variant,
+        capacity: int | None,
+    ) -> None:
         """Run rounds until every point's CI at its level meets ``rel_error`` or its cap is spent."""
         P = self.P
         want = [plan.min_batches] * P  # batches to run in the next round
@@ -435,8 +486,19 @@ class _Rounds:
                 m_of = {p: max(1, min(want[p], plan.cap[p] // plan.batch[p] - self.nb[p])) for p in todo}
                 # one call per round size (a call runs one batch count for all of its points)
                 for m in sorted(set(m_of.values())):
-                    self._call([p for p in todo if m_of[p] == m], m, points, plan, burns, seeds, replicas=replicas,
-                               replacement=replacement, flows=flows, variant=variant, capacity=capacity)
+                    self._call(
+                        [p for p in todo if m_of[p] == m],
+                        m,
+                        points,
+                        plan,
+                        burns,
+                        seeds,
+                        replicas=replicas,
+                        replacement=replacement,
+                        flows=flows,
+                        variant=variant,
+                        capacity=capacity,
+                    )
                 for p in todo:
                     done[p], want[p] = self._judge(p, points[p], plan, levels[p], rel_error, capacity)
                 rounds += 1
@@ -451,16 +513,37 @@ class _Rounds:
         finally:
             bar.close()
 
-    def _call(self, grp: list[int], m: int, points, plan: _Budget, burns, seeds, *, replicas, replacement, flows,
-              variant, capacity) -> None:
+    def _call(
+        self,
+        grp: list[int],
+        m: int,
+        points,
+        plan: _Budget,
+        burns,
+        seeds,
+        *,
+        replicas,
+        replacement,
+        flows,
+        variant,
+        capacity,
+    ) -> None:
         """m more batches of the points ``grp``, in one kernel call."""
         res = self.results
-        out = simulate_many([points[p] for p in grp], steps=[m * plan.batch[p] for p in grp], replicas=replicas,
-                            seeds=[seeds[p] for p in grp], batches=m,
-                            burn_in=[burns[p][0] if res[p] is None else 0 for p in grp],
-                            initial=[res[p] if res[p] is not None else burns[p][2] for p in grp],
-                            replacement=replacement, progress=False, flows=flows, variant=variant,
-                            capacity=capacity)
+        out = simulate_many(
+            [points[p] for p in grp],
+            steps=[m * plan.batch[p] for p in grp],
+            replicas=replicas,
+            seeds=[seeds[p] for p in grp],
+            batches=m,
+            burn_in=[burns[p][0] if res[p] is None else 0 for p in grp],
+            initial=[res[p] if res[p] is not None else burns[p][2] for p in grp],
+            replacement=replacement,
+            progress=False,
+            flows=flows,
+            variant=variant,
+            capacity=capacity,
+        )
         for p, r in zip(grp, out):
             res[p] = r
             self.tails[p].append(r.batch_tail_fraction)
@@ -476,14 +559,29 @@ class _Rounds:
         # E[u_1] = lam n is exact for every routing rule, but not when arrivals are lost
         self.est[p] = _summarise(self.tails[p], self.maxes[p], point.lam if capacity is None else None, level)
         mean, half = self.est[p][0][level], self.est[p][1][level]
-        if (nb >= plan.min_batches and mean > 0 and half <= rel_error * mean) or nb >= plan.cap[p] // plan.batch[p]:
+        if (nb >= plan.min_batches and mean > 0 and half <= rel_error * mean) or nb >= plan.cap[
+            p
+        ] // plan.batch[p]:
             return True, 0
         # batches still needed if the variance per batch stays what it is (at least double)
         need = nb * (half / (rel_error * mean)) ** 2 if mean > 0 else 2 * nb
         return False, int(min(max(nb, math.ceil(1.1 * need) - nb), 4 * nb))
 
-    def estimate(self, p: int, point: Point, plan: _Budget, burn: tuple, level: int, seed: int, *, replicas: int,
-                 rel_error: float, flows: bool, capacity: int | None, start: str) -> EquilibriumEstimate:
+    def estimate(
+        self,
+        p: int,
+        point: Point,
+        plan: _Budget,
+        burn: tuple,
+        level: int,
+        seed: int,
+        *,
+        replicas: int,
+        rel_error: float,
+        flows: bool,
+        capacity: int | None,
+        start: str,
+    ) -> EquilibriumEstimate:
         """Point p's :class:`EquilibriumEstimate` from its batches."""
         mean, half, factor, mmean, mhalf, lag1, pmean, phalf = self.est[p]
         nb, batch = self.nb[p], plan.batch[p]
@@ -492,15 +590,36 @@ class _Rounds:
         fl = _flow_summary(self.tails[p], self.flowb[p], point.lam) if flows else {}
         vname = self.results[p].variant if self.results[p] is not None else "model"
         return EquilibriumEstimate(
-            point=point, tail_fraction=mean, ci_low=mean - half,
-            ci_high=mean + half, queue_length_distribution=pmean, length_ci_low=pmean - phalf,
-            length_ci_high=pmean + phalf, max_length_distribution=mmean, max_ci_low=np.clip(mmean - mhalf, 0, 1),
-            max_ci_high=np.clip(mmean + mhalf, 0, 1), level=level, rel_error=rel_error,
-            relative_halfwidth=rel, converged=bool(rel <= rel_error), relaxation_time=plan.tau[p],
-            relaxation_times=nb * batch / plan.per_tau[p], burn_in=burn[0], burn_in_method=burn[1],
-            steps=nb * batch, batch_steps=batch, batches=nb, replicas=replicas, seed=seed,
-            batch_lag1=lag1, variance_factor=float(factor[lv]), variant=vname, capacity=capacity, start=start,
-            **fl)
+            point=point,
+            tail_fraction=mean,
+            ci_low=mean - half,
+            ci_high=mean + half,
+            queue_length_distribution=pmean,
+            length_ci_low=pmean - phalf,
+            length_ci_high=pmean + phalf,
+            max_length_distribution=mmean,
+            max_ci_low=np.clip(mmean - mhalf, 0, 1),
+            max_ci_high=np.clip(mmean + mhalf, 0, 1),
+            level=level,
+            rel_error=rel_error,
+            relative_halfwidth=rel,
+            converged=bool(rel <= rel_error),
+            relaxation_time=plan.tau[p],
+            relaxation_times=nb * batch / plan.per_tau[p],
+            burn_in=burn[0],
+            burn_in_method=burn[1],
+            steps=nb * batch,
+            batch_steps=batch,
+            batches=nb,
+            replicas=replicas,
+            seed=seed,
+            batch_lag1=lag1,
+            variance_factor=float(factor[lv]),
+            variant=vname,
+            capacity=capacity,
+            start=start,
+            **fl,
+        )
 
 
 def _flow_summary(tails: list[np.ndarray], flows: list[np.ndarray], lam: float) -> dict:
@@ -531,9 +650,11 @@ def _perfect_start(point: Point, capacity: int | None, replicas: int, seed: int,
     L = capacity if capacity is not None else capacity_for(point)
     ps = perfect_samples(point, capacity=L, replicas=replicas, seed=seed)
     mass, se = ps.mass_at_capacity
-    why = (f"perfect: every replica starts from its own exact stationary sample of the bounded model at L = {L} "
-           f"(coupling from the past, mean coalescence {ps.coalescence_steps.mean():.3g} steps = "
-           f"{ps.coalescence_steps.mean() / steps_per_tau:.1f} tau); no burn-in")
+    why = (
+        f"perfect: every replica starts from its own exact stationary sample of the bounded model at L = {L} "
+        f"(coupling from the past, mean coalescence {ps.coalescence_steps.mean():.3g} steps = "
+        f"{ps.coalescence_steps.mean() / steps_per_tau:.1f} tau); no burn-in"
+    )
     if capacity is None:
         why += (f"; for the unbounded chain the start is exact up to the stationary mass at L, "
                 f"E[u_L]/n = {mass:.2g} ± {se:.1g}, loss probability {ps.loss_probability[0]:.2g}")

@@ -166,8 +166,17 @@ def exact_equilibrium(n: int, d: int, lam: float, *, levels: int | None = None,
     if levels is not None:
         levels = V.integer("levels", levels, low=0, high=10**9)
     if capacity is not None:
-        return _bounded_equilibrium(n, d, lam, replacement, V.integer("capacity", capacity, low=1, high=10**9),
-                                    levels, max_states, max_iter, solver)
+        return _bounded_equilibrium(
+            n,
+            d,
+            lam,
+            replacement,
+            V.integer("capacity", capacity, low=1, high=10**9),
+            levels,
+            max_states,
+            max_iter,
+            solver,
+        )
     C = max((levels if levels is not None else 0) + 2, 2)
     _fit("levels" if levels is not None else "n", n, C, 1, max_states, f"levels = {levels}")
     W = _first_spread_cap(n, C, max_states)
@@ -253,7 +262,7 @@ class _Laws(NamedTuple):
     mass_spread: float
 
     @classmethod
-    def of(cls, box: _Box, x: np.ndarray, n: int, C: int) -> "_Laws":
+    def of(cls, box: _Box, x: np.ndarray, n: int, C: int) -> _Laws:
         occ = np.zeros(C + 2)
         for j in range(n):
             occ += np.bincount(box.A[:, j], weights=x, minlength=C + 2)[: C + 2]

@@ -7,7 +7,8 @@ start is given as "empty", "fluid", counts, or queue lengths (docs/models.md, "c
 from __future__ import annotations
 
 import math
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 
@@ -26,7 +27,11 @@ def counts_from_lengths(lengths: Any) -> np.ndarray:
     if q.dtype.kind not in "iuf" or np.any(~np.isfinite(q)) or np.any(q < 0) \
             or np.any(q != np.floor(q)):
         raise ValueError("lengths must hold non-negative integers")
-    V.memory("lengths", 16.0 * (float(q.max()) + 1), f"counts up to the longest queue, {float(q.max()):.3g}, x 16 bytes")
+    V.memory(
+        "lengths",
+        16.0 * (float(q.max()) + 1),
+        f"counts up to the longest queue, {float(q.max()):.3g}, x 16 bytes",
+    )
     q = q.astype(np.int64)
     hist = np.bincount(q)
     return np.cumsum(hist[::-1])[::-1].astype(np.int64)
@@ -72,8 +77,12 @@ def _initial_counts(point: Point, initial: Any) -> np.ndarray:
                                          n=None if replacement else n, **kw)
         if d == 1:  # u_i = rint(n lam^i) > 0 up to i = log(2n)/log(1/lam)
             levels = int(math.floor(math.log(2 * n) / -math.log1p(-one_minus_lam))) + 2
-            V.memory("initial", (levels + 1) * 8.0 * 4,
-                     f"initial='fluid' at d = 1 and 1 - lam = {one_minus_lam:.3g}: {levels + 1} levels x 8 bytes x 4 copies")
+            V.memory(
+                "initial",
+                (levels + 1) * 8.0 * 4,
+                f"initial='fluid' at d = 1 and 1 - lam = {one_minus_lam:.3g}: "
+                f"{levels + 1} levels x 8 bytes x 4 copies",
+            )
         else:
             k = predicted_max_length(d, **kw)
             levels = int(min(k, 60)) + 4
@@ -88,18 +97,26 @@ def _initial_counts(point: Point, initial: Any) -> np.ndarray:
         if set(initial) == {"lengths"}:
             q = V.array("initial['lengths']", initial["lengths"])
             if q.ndim != 1 or q.size != n:
-                raise ValueError(f"initial['lengths'] must be a 1-D array of n = {n} queue lengths; got shape {q.shape}")
+                raise ValueError(
+                    f"initial['lengths'] must be a 1-D array of n = {n} queue lengths; got shape {q.shape}"
+                )
             return counts_from_lengths(q)
         if set(initial) == {"counts"}:
             u = V.int_array("initial['counts']", initial["counts"])
             if not _valid_counts(u, n) or u.ndim > 2:
-                raise ValueError(f"initial['counts'] must have u_0 = n = {n}, be non-negative and non-increasing "
-                                 "(1-D, or 2-D with one row per replica)")
+                raise ValueError(
+                    f"initial['counts'] must have u_0 = n = {n}, be non-negative and non-increasing "
+                    "(1-D, or 2-D with one row per replica)"
+                )
             return u
-        raise ValueError(f"initial as a mapping must be {{'counts': u}} or {{'lengths': q}}; got keys {sorted(initial)}")
+        raise ValueError(
+            f"initial as a mapping must be {{'counts': u}} or {{'lengths': q}}; got keys {sorted(initial)}"
+        )
     a = V.array("initial", initial)
     if a.dtype == object or a.ndim == 0:
-        raise ValueError(f"initial must be 'empty', 'fluid', an array of counts or of queue lengths; got {initial!r}")
+        raise ValueError(
+            f"initial must be 'empty', 'fluid', an array of counts or of queue lengths; got {initial!r}"
+        )
     u = V.int_array("initial", a)
     as_counts = _valid_counts(u, n) and u.ndim <= 2
     as_lengths = u.ndim == 1 and u.size == n and np.all(u >= 0)

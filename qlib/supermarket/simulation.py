@@ -18,9 +18,9 @@ number of devices.
 
 from __future__ import annotations
 
-import math
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -28,7 +28,12 @@ from qlib import _rng
 from qlib import _validate as V
 from qlib.supermarket import chain as K
 from qlib.supermarket.initial import (
-    _default_levels, _initial_counts, counts_all_at, counts_from_lengths, default_levels, initial_counts,
+    _default_levels,
+    _initial_counts,
+    counts_all_at,
+    counts_from_lengths,
+    default_levels,
+    initial_counts,
 )
 from qlib.supermarket.point import MAX_N, Point, as_point
 from qlib.supermarket.result import SupermarketResult
@@ -71,8 +76,10 @@ def _resolve_initial(where: str, point: Point, initial, replicas, seed, capacity
                                  ("replicas", res.replicas, replicas), ("capacity", res.capacity, capacity)):
             if have != want:
                 shown = (res.lam, point.lam) if name == "lam" else (have, want)
-                raise ValueError(f"{where}initial is a result with {name} = {shown[0]!r}, but {name} = {shown[1]!r} "
-                                 f"was asked for; a run continues only with the same {name}")
+                raise ValueError(
+                    f"{where}initial is a result with {name} = {shown[0]!r}, but {name} = {shown[1]!r} "
+                    f"was asked for; a run continues only with the same {name}"
+                )
         if seed is not None and seed != res.seed:
             raise ValueError(f"{where}seed = {seed} differs from the continued result's seed = {res.seed}; "
                              "leave seed out (the result carries its random states)")
@@ -87,7 +94,9 @@ def _resolve_initial(where: str, point: Point, initial, replicas, seed, capacity
     except ValueError as e:
         raise ValueError(f"{where}{e}") from None
     if u0.ndim == 2 and u0.shape[0] != replicas:
-        raise ValueError(f"{where}initial counts with one row per replica must have {replicas} rows; got {u0.shape[0]}")
+        raise ValueError(
+            f"{where}initial counts with one row per replica must have {replicas} rows; got {u0.shape[0]}"
+        )
     # the start (int64 counts, and their uint32 device copy) and random states, before building them
     V.memory("replicas", float(replicas) * (16.0 * u0.shape[-1] + 32.0),
              f"{replicas} replicas x {u0.shape[-1]} levels of start counts and random states")
@@ -102,8 +111,10 @@ def _plan(where, point: Point, *, steps, burn_in, seed, initial, replicas, level
     total = burn_in + steps
     if capacity is not None:
         if u0.shape[-1] > capacity + 1 and np.any(u0[:, capacity + 1:] > 0):
-            raise ValueError(f"{where}initial has a queue longer than capacity = {capacity}: the bounded model "
-                             f"holds at most {capacity} customers per queue")
+            raise ValueError(
+                f"{where}initial has a queue longer than capacity = {capacity}: the bounded model "
+                f"holds at most {capacity} customers per queue"
+            )
         u0 = np.ascontiguousarray(u0[:, : capacity + 1])
         return _Plan(point, steps, burn_in, seed, u0, rng0, capacity, capacity)
     L = _default_levels(point, u0, total) if levels is None else V.integer("levels", levels, low=u0.shape[-1])
@@ -131,44 +142,68 @@ def _is_per_point_initial(initial: Any, P: int) -> bool:
 
 # --------------------------------------------------------------------------- public
 
-def simulate(n: int | Point, d: int | None = None, lam: float | None = None, *, one_minus_lam: float | None = None,
-             steps: int, replicas: int = 1, seed: int | None = None, burn_in: int = 0, initial: Any = "empty",
-             replacement: bool | None = None, batches: int = 1, record_every: int | None = None,
-             levels: int | None = None, progress: bool | None = None, flows: bool = False,
-             variant: Any = None, capacity: int | None = None) -> SupermarketResult:
+def simulate(
+    n: int | Point,
+    d: int | None = None,
+    lam: float | None = None,
+    *,
+    one_minus_lam: float | None = None,
+    steps: int,
+    replicas: int = 1,
+    seed: int | None = None,
+    burn_in: int = 0,
+    initial: Any = "empty",
+    replacement: bool | None = None,
+    batches: int = 1,
+    record_every: int | None = None,
+    levels: int | None = None,
+    progress: bool | None = None,
+    flows: bool = False,
+    variant: Any = None,
+    capacity: int | None = None,
+) -> SupermarketResult:
     """Simulate ``replicas`` independent copies of the supermarket model's count chain.
 
-    Parameters (paper notation), or one :class:`~qlib.supermarket.point.Point` in place of
-    (n, d, lam, replacement): ``n`` queues (<= 2^32 - 1), ``d`` choices per arrival
-    (<= 2^63 - 1), arrival rate ``lam`` per queue, or exclusively ``one_minus_lam`` = 1 - lam,
-    carried exactly into the 64-bit event threshold (lam and 1 - lam >= 2^-43); ``steps``
-    uniformised steps are measured after ``burn_in`` steps (one unit of model time is
-    (1 + lam) n steps). ``initial``: "empty", "fluid", counts / queue lengths (see
-    :func:`initial_counts`), or a previous :class:`SupermarketResult`, whose chains are then
-    continued from their final counts and random states (n, d, lam, replacement and replicas
-    must match; ``seed`` is the result's): T steps and then T more end in the same counts as
-    2T steps in one call, and the time averages combine (weights ``steps``). ``seed``
-    defaults to 0. ``replacement``: sample the d queues with replacement (the classical
-    model, the default) or without. ``batches`` splits the measured steps into equal batches for
-    batch-means error bars; ``record_every`` stores u every so many steps (no trajectory is
-    kept otherwise). ``levels`` is the initial number of tracked lengths; it grows
+    The chain is uniformised: one unit of model time is (1 + lam) n steps. The level cap grows
     automatically when a queue would exceed it (the chunk is rerun from its saved state, so
-    the result is the same as with a larger cap: nothing is ever truncated). The memory a run
-    needs is estimated before it starts and at every growth, and runs longer than a year are
-    refused (ValueError naming the parameter).
+    nothing is ever truncated). The same ``seed`` gives identical arrays, and replica r's
+    numbers do not depend on ``replicas`` or the number of devices.
 
-    ``flows=True`` also keeps the level-flow time sums (``flow_fraction``; measured 1.7x the
-    CPU time per step at 64 replicas, n = 1000, d = 10; off by default, which costs nothing). ``variant``: simulate a near wrong model in place of JSQ(d) (a name or
-    (name, parameter) of :data:`qlib.supermarket.variants.VARIANTS`, e.g. "jsq_d_minus_1" or
-    ("eta_greedy", 0.01)); default None, the model. The random streams are the model's: a
-    variant uses the same two words per step.
+    Args:
+        n: number of queues, <= 2^32 - 1; or a :class:`~qlib.supermarket.point.Point` in place
+            of (n, d, lam, replacement).
+        d: choices per arrival, <= 2^63 - 1.
+        lam: arrival rate per queue, in (0, 1).
+        one_minus_lam: 1 - lam in place of ``lam``, carried exactly into the 64-bit event
+            threshold (lam and 1 - lam must both be >= 2^-43).
+        steps: uniformised steps measured after the burn-in.
+        replicas: independent copies.
+        seed: seed of the random streams (default 0; a continued result carries its own).
+        burn_in: steps run before the measured ones.
+        initial: "empty", "fluid", counts or queue lengths (:func:`initial_counts`), or a
+            previous :class:`SupermarketResult`, whose chains then continue from their final
+            counts and random states (n, d, lam, replacement and replicas must match): T steps
+            and then T more end in the same counts as 2T steps in one call.
+        replacement: sample the d queues with replacement (the classical model, default) or not.
+        batches: equal batches of the measured steps, for batch-means error bars.
+        record_every: keep u every so many steps (no trajectory otherwise).
+        levels: the initial number of tracked lengths (it grows on demand).
+        progress: show a progress bar (default: for runs of more than about 10 s).
+        flows: also keep the level-flow time sums (``flow_fraction``; costs in
+            benchmarks/README.md).
+        variant: a near wrong model in place of JSQ(d): a name or (name, parameter) of
+            :data:`qlib.supermarket.variants.VARIANTS`, e.g. "jsq_d_minus_1" or
+            ("eta_greedy", 0.01); it uses the model's random streams. None: the model.
+        capacity: L for the bounded model (docs/models.md#bounded-model): every queue holds at
+            most L customers and an arrival whose chosen queue is full is lost (counted in
+            ``lost_arrivals``); the level cap is L. The start must fit.
 
-    ``capacity`` = L: the bounded model instead (docs/models.md#bounded-model): every queue holds
-    at most L customers and an arrival whose chosen queue is full is lost (counted in
-    ``lost_arrivals``); the level cap is L and never grows. The start must fit (no queue above L).
+    Returns:
+        A :class:`SupermarketResult`.
 
-    Returns a :class:`SupermarketResult`. The same ``seed`` gives identical arrays, and replica
-    r's numbers do not depend on ``replicas`` or the number of devices.
+    Raises:
+        ValueError: naming the parameter and its range, before any compile; also for runs
+            whose memory would not fit or that would take longer than a year.
     """
     point = as_point(n, d, lam, one_minus_lam=one_minus_lam, replacement=replacement, simulation=True)
     emap, vname = _variant(variant, point.d, point.replacement)
@@ -189,45 +224,82 @@ def simulate(n: int | Point, d: int | None = None, lam: float | None = None, *, 
                 capacity)[0]
 
 
-def simulate_many(points: Sequence[tuple | Point], *, steps: int | Sequence[int], replicas: int = 1,
-                  seeds: Sequence[int] | None = None, burn_in: int | Sequence[int] = 0, initial: Any = "empty",
-                  replacement: bool | None = None, batches: int = 1, record_every: int | None = None,
-                  levels: int | None = None, one_minus_lam: float | Sequence[float] | None = None,
-                  progress: bool | None = None, flows: bool = False, variant: Any = None,
-                  capacity: int | None = None) -> list[SupermarketResult]:
-    """Simulate many parameter points at once: result p is bit-identical to
-    ``simulate(*points[p], steps=steps[p], burn_in=burn_in[p], replicas=replicas, seed=seeds[p], ...)``.
+def simulate_many(
+    points: Sequence[tuple | Point],
+    *,
+    steps: int | Sequence[int],
+    replicas: int = 1,
+    seeds: Sequence[int] | None = None,
+    burn_in: int | Sequence[int] = 0,
+    initial: Any = "empty",
+    replacement: bool | None = None,
+    batches: int = 1,
+    record_every: int | None = None,
+    levels: int | None = None,
+    one_minus_lam: float | Sequence[float] | None = None,
+    progress: bool | None = None,
+    flows: bool = False,
+    variant: Any = None,
+    capacity: int | None = None,
+) -> list[SupermarketResult]:
+    """Simulate many parameter points at once, as lanes of one kernel.
 
-    ``points`` is a sequence of (n, d, lam) or :class:`~qlib.supermarket.point.Point`, or of
-    (n, d) with ``one_minus_lam`` one value per point (or one for all); all points share one
-    ``replacement`` (the points' own, or True); ``steps`` and ``burn_in`` are an int or one per point; ``seeds``
-    one per point (default 0, 1, ..., P-1); ``initial`` one state for all points or a list of
-    one per point (each anything :func:`simulate` accepts, including a previous result of that
-    point). The other arguments are as in :func:`simulate` and apply to every point. The
-    points run as lanes of one kernel with per-lane parameters; lanes are ordered by run
-    length, so a lane that has finished neither advances nor costs a sequential step (see
-    :mod:`qlib.supermarket.chain`).
+    Result p is bit-identical to ``simulate(*points[p], steps=steps[p], burn_in=burn_in[p],
+    replicas=replicas, seed=seeds[p], ...)``. Lanes are ordered by run length, so a lane that
+    has finished neither advances nor costs a sequential step (:mod:`qlib.supermarket.chain`).
+
+    Args:
+        points: (n, d, lam) or :class:`~qlib.supermarket.point.Point`, or (n, d) with
+            ``one_minus_lam``; all share one ``replacement`` (the points' own, or True).
+        steps: an int or one per point.
+        replicas: replicas of every point.
+        seeds: one per point (default 0, 1, ..., P-1).
+        burn_in: an int or one per point.
+        initial: one start for all points or a list of one per point (anything
+            :func:`simulate` accepts, including a previous result of that point).
+        one_minus_lam: one value per point, or one for all, with (n, d) points.
+        replacement, batches, record_every, levels, progress, flows, variant, capacity: as in
+            :func:`simulate`, for every point.
+
+    Returns:
+        One :class:`SupermarketResult` per point, in order.
+
+    Raises:
+        ValueError: naming the parameter (``points[j]: ...`` for a point), before any compile.
     """
     if isinstance(points, (str, bytes)) or not isinstance(points, Sequence) or len(points) < 1:
         raise ValueError(f"points must be a non-empty sequence of (n, d, lam); got {points!r}")
     P = len(points)
-    oml_l = _per_point("one_minus_lam", one_minus_lam, P, lambda nm, v: v) if one_minus_lam is not None else [None] * P
+    oml_l = (
+        _per_point("one_minus_lam", one_minus_lam, P, lambda nm, v: v)
+        if one_minus_lam is not None
+        else [None] * P
+    )
     if replacement is None:  # the points' own (one kernel has one sampling rule)
         replacement = next((pt.replacement for pt in points if isinstance(pt, Point)), True)
     checked: list[Point] = []
     for j, (pt, oml) in enumerate(zip(points, oml_l)):
         want = 3 if oml is None else 2
         if not isinstance(pt, Point) and (not isinstance(pt, (tuple, list)) or len(pt) != want):
-            raise ValueError(f"points[{j}] must be {'(n, d, lam)' if want == 3 else '(n, d) (one_minus_lam is given)'}"
-                             f" or a Point; got {pt!r}")
+            raise ValueError(
+                f"points[{j}] must be {'(n, d, lam)' if want == 3 else '(n, d) (one_minus_lam is given)'}"
+                f" or a Point; got {pt!r}"
+            )
         try:
             if isinstance(pt, Point):
                 if oml is not None:
                     raise ValueError("a Point carries its arrival rate: leave one_minus_lam out")
                 checked.append(as_point(pt, replacement=replacement, simulation=True))
             else:
-                checked.append(Point.simulation(pt[0], pt[1], pt[2] if oml is None else None, replacement=replacement,
-                                                one_minus_lam=None if oml is None else oml))
+                checked.append(
+                    Point.simulation(
+                        pt[0],
+                        pt[1],
+                        pt[2] if oml is None else None,
+                        replacement=replacement,
+                        one_minus_lam=None if oml is None else oml,
+                    )
+                )
         except ValueError as err:
             raise ValueError(f"points[{j}]: {err}") from None
     replacement = checked[0].replacement
@@ -239,7 +311,11 @@ def simulate_many(points: Sequence[tuple | Point], *, steps: int | Sequence[int]
     if seeds is None:
         seeds_l = list(range(P))
     else:
-        if not isinstance(seeds, (list, tuple, np.ndarray)) or (isinstance(seeds, np.ndarray) and seeds.ndim != 1) or len(seeds) != P:
+        if (
+            not isinstance(seeds, (list, tuple, np.ndarray))
+            or (isinstance(seeds, np.ndarray) and seeds.ndim != 1)
+            or len(seeds) != P
+        ):
             raise ValueError(f"seeds must be a sequence of one seed per point ({P}); got {seeds!r}")
         seeds_l = [V.integer(f"seeds[{j}]", s, low=0, high=2**63 - 1) for j, s in enumerate(seeds)]
     batches = V.integer("batches", batches, low=1, high=min(steps_l))
@@ -250,8 +326,19 @@ def simulate_many(points: Sequence[tuple | Point], *, steps: int | Sequence[int]
     pts = []
     for j, (point, st, bi, sd, ini) in enumerate(zip(checked, steps_l, burn_l, seeds_l, inits)):
         sd = sd if not isinstance(ini, SupermarketResult) or seeds is not None else None
-        pts.append(_plan(f"points[{j}]: ", point, steps=st, burn_in=bi, seed=sd, initial=ini, replicas=replicas,
-                         levels=levels, capacity=capacity))
+        pts.append(
+            _plan(
+                f"points[{j}]: ",
+                point,
+                steps=st,
+                burn_in=bi,
+                seed=sd,
+                initial=ini,
+                replicas=replicas,
+                levels=levels,
+                capacity=capacity,
+            )
+        )
     return _run(pts, replicas, replacement, batches, record_every, progress, flows, emap, vname, capacity)
 
 
@@ -316,7 +403,7 @@ class _Lanes:
     stop: np.ndarray  # (lanes,) the end of each lane's point
 
     @classmethod
-    def of(cls, pts: list[_Plan], R: int) -> "_Lanes":
+    def of(cls, pts: list[_Plan], R: int) -> _Lanes:
         order = sorted(range(len(pts)), key=lambda j: -pts[j].end)
         lane0 = {j: i * R for i, j in enumerate(order)}
         lane_point = np.empty(len(pts) * R, np.int64)
@@ -350,11 +437,13 @@ class _Cuts:
     record_at: dict[int, set]  # point -> its record steps
 
     @classmethod
-    def of(cls, pts: list[_Plan], batches: int, record_every: int | None) -> "_Cuts":
+    def of(cls, pts: list[_Plan], batches: int, record_every: int | None) -> _Cuts:
         batch_ends = {j: {p.burn_in + (p.steps * b) // batches: b - 1 for b in range(1, batches + 1)}
                       for j, p in enumerate(pts)}
-        record_at = {j: (set(range(p.burn_in + record_every, p.end + 1, record_every)) if record_every else set())
-                     for j, p in enumerate(pts)}
+        record_at = {
+            j: (set(range(p.burn_in + record_every, p.end + 1, record_every)) if record_every else set())
+            for j, p in enumerate(pts)
+        }
         hard = set()
         for j, p in enumerate(pts):
             hard |= set(batch_ends[j]) | ({p.burn_in} if p.burn_in else set()) | {p.end}
@@ -370,8 +459,14 @@ class _Cuts:
         every ``record_every`` steps from t, recorded by the same points, with no batch end, burn-in
         end or end before the last one (the kernel stores the counts after each frame)."""
         k = i
-        while (record_every and k < len(self.at) and self.recorders[k] and self.recorders[k] == self.recorders[i]
-               and self.at[k] == t + (k - i + 1) * record_every and (k == i or self.at[k - 1] not in self.hard)):
+        while (
+            record_every
+            and k < len(self.at)
+            and self.recorders[k]
+            and self.recorders[k] == self.recorders[i]
+            and self.at[k] == t + (k - i + 1) * record_every
+            and (k == i or self.at[k - 1] not in self.hard)
+        ):
             k += 1
         return k
 
@@ -397,7 +492,10 @@ class _Sums:
         if width > self.u.shape[0]:
             self.u, self.busy, self.last = (K.pad_levels(a, width) for a in (self.u, self.busy, self.last))
             if self.flow is not None:
-                self.flow, self.last_flow = K.pad_levels(self.flow, width), K.pad_levels(self.last_flow, width)
+                self.flow, self.last_flow = (
+                    K.pad_levels(self.flow, width),
+                    K.pad_levels(self.last_flow, width),
+                )
 
     def add(self, drv: K.ChainDriver, out: dict, measuring: np.ndarray) -> None:
         """Add a kernel call's sums to the lanes that measure."""
@@ -455,7 +553,9 @@ def _record_frames(drv: K.ChainDriver, sums: _Sums, lanes: _Lanes, recorders: fr
     sums.widen(drv.levels + 1)
     sums.add(drv, out, measuring)
     # the driver keeps every frame of a call at its current width (it pads them on growth)
-    fr = K.pad_levels(np.stack([f[0] for f in out["frames"]]), drv.levels + 1, axis=1)[..., drv.pos[:drv.lanes]]
+    fr = K.pad_levels(np.stack([f[0] for f in out["frames"]]), drv.levels + 1, axis=1)[
+        ..., drv.pos[: drv.lanes]
+    ]
     for j in recorders:
         sums.traj[j].append(fr[..., lanes.of_point(j)].copy())
 
@@ -538,7 +638,9 @@ def _result(p: _Plan, j: int, sl: slice, sums: _Sums, cuts: _Cuts, peak: np.ndar
     if sums.flow is not None:  # exact integer sums / (steps 2^FLOW_BITS), each rounded once to float64
         unit = 2**K.FLOW_BITS
         flow = _ratio(fit(sums.flow[:, sl]).T, p.steps * unit)
-        bflow = np.stack([_ratio(fit(b).T, int(ln) * unit) for b, ln in zip(sums.flow_batches[j], lengths)], axis=1)
+        bflow = np.stack(
+            [_ratio(fit(b).T, int(ln) * unit) for b, ln in zip(sums.flow_batches[j], lengths)], axis=1
+        )
     return SupermarketResult(
         point=p.point, steps=p.steps, burn_in=p.burn_in, seed=p.seed, tail_fraction=tail,
         max_length=max_length, max_length_distribution=max_dist,
@@ -584,10 +686,16 @@ def _run(pts: list[_Plan], R: int, replacement: bool, batches: int, record_every
         peak, counts, state = drv.peak(), drv.counts()[0], drv.rng()
     finally:
         drv.close()
-    return [_result(p, j, lanes.of_point(j), sums, cuts, peak, counts, state, record_every, variant_name, capacity)
-            for j, p in enumerate(pts)]
+    return [
+        _result(
+            p, j, lanes.of_point(j), sums, cuts, peak, counts, state, record_every, variant_name, capacity
+        )
+        for j, p in enumerate(pts)
+    ]
 
 
 def _ratio(a: np.ndarray, den: int) -> np.ndarray:
     """Integer array (object or int) / a positive integer, each quotient correctly rounded to float64."""
-    return np.array([int(x) / den for x in np.asarray(a, dtype=object).ravel()], dtype=np.float64).reshape(a.shape)
+    return np.array([int(x) / den for x in np.asarray(a, dtype=object).ravel()], dtype=np.float64).reshape(
+        a.shape
+    )

@@ -77,7 +77,11 @@ def all_sampled_at_least(s, d: int, *, replacement: bool = True, n: int | None =
     With replacement s^d; without replacement C(ns, d)/C(n, d) (zero when ns < d). ``s`` is
     any array of fractions in [0, 1]; the result has its shape.
     """
-    pt = _point(d, None, None, replacement, n) if isinstance(d, Point) else Point(n, d, 0.5, replacement=replacement)
+    pt = (
+        _point(d, None, None, replacement, n)
+        if isinstance(d, Point)
+        else Point(n, d, 0.5, replacement=replacement)
+    )
     n, d, replacement = pt.n, pt.d, pt.replacement
     s = _fractions("s", s)
     if replacement:
