@@ -406,12 +406,10 @@ def test_order2_against_simulation_n40():
 @pytest.mark.parametrize("n,steps", [(10, 4 * 10**6), (20, 4 * 10**6), (50, 8 * 10**6), (100, 16 * 10**6)])
 def test_order2_against_simulation_long(n, steps, lam):
     z, ratio, est = _simulation_z(n, lam, steps=steps, seed=11)
-    print(
-        f"\nlam={lam} n={n} steps={steps}: "
-        f"sim E[u_i]/n, i=1..5 = {np.array2string(est.mean[1:6], precision=6)}"
-        f" (SE {np.array2string(est.stderr[1:6], precision=2)})\n  z order 0/1/2 =\n{np.round(z[:, 1:], 1)}"
-        f"\n  |A|/(n|V|) = {np.round(ratio[1:], 3)}"
-    )
+    print(f"\nlam={lam} n={n} steps={steps}: "
+          f"sim E[u_i]/n, i=1..5 = {np.array2string(est.mean[1:6], precision=6)}"
+          f" (SE {np.array2string(est.stderr[1:6], precision=2)})\n  z order 0/1/2 =\n{np.round(z[:, 1:], 1)}"
+          f"\n  |A|/(n|V|) = {np.round(ratio[1:], 3)}")
     _check_simulation(n, lam, z, ratio, est.dof)
     t99 = stats.t_quantile(est.dof, 0.99)
     assert abs(z[1][4]) > t99  # order 1 is out at length 4 at every n here

@@ -87,8 +87,7 @@ def _check_resolvable(lam: float, mus: np.ndarray) -> None:
         raise ValueError(
             f"mus must each be >= 2^-40 (lam + sum(mus)) = {float(floor * total):.6g} (the simulator "
             f"resolves rate shares >= 2^-40 ≈ {MIN_SHARE:.3g} of the total rate lam + sum(mus), each to "
-            f"relative error <= 2^-24); got mus[{j}] = {float(fm[j])!r} ({len(small)} server(s) below)"
-        )
+            f"relative error <= 2^-24); got mus[{j}] = {float(fm[j])!r} ({len(small)} server(s) below)")
 
 
 def _order(mus: np.ndarray, policy: str) -> np.ndarray:
@@ -572,46 +571,25 @@ def _start(initial, seed, replicas, n: int, policy: str) -> tuple[ChainState | N
     return start, seed, start.rng.shape[0]
 
 
-def _run(
-    lam_f: float,
-    m: np.ndarray,
-    perm: np.ndarray,
-    start: ChainState,
-    R: int,
-    use_bits: bool,
-    weights: np.ndarray | None,
-    policy: str,
-    *,
-    burn_in: int,
-    steps: int,
-    chunk: int | None,
-    replicas: int,
-    progress: bool,
-) -> tuple[tuple[np.ndarray, ...], ChainState]:
+def _run(lam_f: float, m: np.ndarray, perm: np.ndarray, start: ChainState, R: int, use_bits: bool,
+         weights: np.ndarray | None, policy: str, *, burn_in: int, steps: int, chunk: int | None,
+         replicas: int, progress: bool) -> tuple[tuple[np.ndarray, ...], ChainState]:
     """Run the kernel from ``start``: the totals (busy, done, queue, arrivals, waits) of the first
     ``replicas`` replicas on the host, and their final state."""
     n = m.size
     cuts = _cut_points(lam_f, m[perm])
     with jax.enable_x64(True):
         chain = _to_kernel(start, perm, R, use_bits)
-        totals = _Totals(
-            *(_sharding.put(np.zeros(s, np.int64), -1) for s in ((n, R), (n, R), (R,), (R,), (R,)))
-        )
+        shapes = ((n, R), (n, R), (R,), (R,), (R,))
+        totals = _Totals(*(_sharding.put(np.zeros(s, np.int64), -1) for s in shapes))
         cuts_d = jnp.asarray(np.array(cuts, dtype=np.uint64))
         if use_bits:
             run = partial(_bits_chunk, cuts=cuts_d, rule=_RULE[policy], n=n)
         else:
             wd = None if weights is None else jnp.asarray(weights[perm], jnp.float64)
             run = partial(_array_chunk, cuts=cuts_d, rule=_RULE[policy], weights=wd)
-        chain, totals = _drive(
-            lambda c, t, s, r: run(c, t, nsteps=s, record=r),
-            chain,
-            totals,
-            burn_in=burn_in,
-            steps=steps,
-            chunk=chunk,
-            replicas=replicas,
-            progress=progress,
-        )
+        step = lambda c, t, s, r: run(c, t, nsteps=s, record=r)
+        chain, totals = _drive(step, chain, totals, burn_in=burn_in, steps=steps, chunk=chunk,
+                               replicas=replicas, progress=progress)
         host = tuple(_sharding.gather(t)[..., :replicas] for t in totals)
         return host, _from_kernel(chain, perm, replicas, n, policy)

@@ -118,9 +118,8 @@ class _Sweep:
         return x
 
 
-def _anderson_step(
-    g: np.ndarray, f: np.ndarray, dF: np.ndarray, dG: np.ndarray, kk: int
-) -> np.ndarray | None:
+def _anderson_step(g: np.ndarray, f: np.ndarray, dF: np.ndarray, dG: np.ndarray, kk: int
+                   ) -> np.ndarray | None:
     """The Anderson (type II) extrapolation of the fixed point from the last kk differences
     (None: the least-squares system is singular; the plain step then stands)."""
     F = dF[:kk]

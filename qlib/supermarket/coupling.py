@@ -39,9 +39,9 @@ from qlib import _rng
 from qlib import _validate as V
 from qlib.supermarket import chain as K
 from qlib.supermarket import simulation as S
+from qlib.supermarket.initial import _initial_counts
 from qlib.supermarket.point import Point, as_point
 from qlib.supermarket.simulation import counts_all_at
-from qlib.supermarket.theory import all_sampled_at_least
 
 __all__ = ["meeting_times", "meeting_times_many", "coupled_paths", "CoupledPaths", "l1_distance",
            "tv_distance", "tv_noise_floor", "exact_coupling", "ExactCoupling"]
@@ -49,14 +49,13 @@ __all__ = ["meeting_times", "meeting_times_many", "coupled_paths", "CoupledPaths
 
 # --------------------------------------------------------------------------- helpers
 
-def _resolve_starts(
-    point: Point, starts: Sequence[Any], replicas: int, where: str = "starts"
-) -> list[np.ndarray]:
+def _resolve_starts(point: Point, starts: Sequence[Any], replicas: int, where: str = "starts"
+                    ) -> list[np.ndarray]:
     """Each start as counts of shape (levels+1, replicas), padded to a common number of levels."""
     us = []
     for j, s in enumerate(starts):
         try:
-            u = S._initial_counts(point, s)
+            u = _initial_counts(point, s)
         except ValueError as e:
             raise ValueError(f"{where}[{j}]: {e}") from None
         if u.ndim == 2 and u.shape[0] != replicas:
@@ -359,21 +358,10 @@ class CoupledPaths:
         return self.times / ((1.0 + self.lam) * self.n)
 
 
-def coupled_paths(
-    n: int | Point,
-    d: int | None = None,
-    lam: float | None = None,
-    starts: Sequence[Any] | None = None,
-    *,
-    steps: int,
-    replicas: int,
-    seed: int,
-    record_every: int = 1,
-    one_minus_lam: float | None = None,
-    replacement: bool | None = None,
-    levels: int | None = None,
-    progress: bool | None = None,
-) -> CoupledPaths:
+def coupled_paths(n: int | Point, d: int | None = None, lam: float | None = None,
+                  starts: Sequence[Any] | None = None, *, steps: int, replicas: int, seed: int,
+                  record_every: int = 1, one_minus_lam: float | None = None, replacement: bool | None = None,
+                  levels: int | None = None, progress: bool | None = None) -> CoupledPaths:
     """Run one coupled chain per entry of ``starts`` and record all of them.
 
     Each start is anything :func:`qlib.supermarket.initial_counts` accepts ("empty", "fluid",
@@ -539,125 +527,5 @@ def tv_noise_floor(pmf: Any, size: int, reference_size: int | None = None) -> fl
     return float(f)
 
 
-# --------------------------------------------------------------------------- small-n oracle
-
-@dataclass(frozen=True)
-class ExactCoupling:
-    """Exact law of the coupled pair (bottom, top) for small n (see :func:`exact_coupling`).
-
-    ``survival[t]`` = P(T_meet > t), t = 0..steps; ``mean`` = E[T_meet]; ``bottom_law[t, v]``
-    and ``top_law[t, v]`` = P(u_level = v) for each chain at step t.
-    """
-
-    survival: np.ndarray
-    mean: float
-    bottom_law: np.ndarray
-    top_law: np.ndarray
-    states: int
-
-
-def _level_exact(u: tuple, arrival: bool, x: float, n: int, g) -> int:
-    """The chain's level rule in exact arithmetic: x is U (arrival) or the rank r (departure)."""
-    if arrival:
-        return sum(1 for ui in u if x < g[ui])
-    return sum(1 for ui in u if x < ui)
-
-
-def exact_coupling(n: int, d: int, lam: float, *, bottom: Sequence[int], top: Sequence[int],
-                   steps: int, level: int = 1, cap: int = 12, replacement: bool = True) -> ExactCoupling:
-    """Exact meeting-time law of the monotone coupling, for small n (the test oracle).
-
-    The pair (bottom, top) of count vectors u_1..u_cap is a Markov chain: with probability
-    lam/(1+lam) both see the same arrival uniform U, otherwise the same departure rank r,
-    uniform on {0..n-1}. Levels touched are as in the chain kernel: #{i: U < g(u_i)} and
-    #{i: r < u_i}. For each event, the pair's next state is constant on the intervals between
-    the breakpoints g(u_i), g(u'_i), so transition probabilities are exact interval lengths.
-    Arrivals at length ``cap`` are lost (keep ``cap`` well above every length you expect).
-    ``bottom``/``top`` are counts u_0..u_m (u_0 = n). Returns an :class:`ExactCoupling`.
-    """
-    import scipy.sparse as sp
-    import scipy.sparse.linalg as spla
-
-    point = Point.simulation(n, d, lam, replacement=replacement)
-    n, d, lam, replacement = point.n, point.d, point.lam, point.replacement
-    steps = V.integer("steps", steps, low=0)
-    cap = V.integer("cap", cap, low=1, high=40)
-    level = V.integer("level", level, low=1, high=cap)
-    if n > 6:
-        raise ValueError(f"n must be an integer in [1, 6] for the exact pair chain; got {n}")
-    g = all_sampled_at_least(np.arange(n + 1) / n, d, replacement=replacement, n=n)
-
-    V.memory("steps", 8.0 * (steps + 1) * (2 * n + 3), f"the laws at {steps + 1} steps")
-
-    def norm(name, u):
-        a = V.int_array(name, u)
-        if a.ndim != 1 or a.size < 1 or a[0] != n or np.any(a < 0) or np.any(np.diff(a) > 0):
-            raise ValueError(
-                f"{name} must be counts u_0..u_m with u_0 = n = {n}, non-negative and non-increasing; "
-                f"got {u!r}"
-            )
-        u = [int(v) for v in a[1:]] + [0] * cap
-        return tuple(u[:cap])
-
-    def move(u, arrival, lv):
-        u = list(u)
-        if arrival:
-            if lv < cap:
-                u[lv] += 1  # u_{lv+1}: index lv in u_1..u_cap
-        elif lv >= 1:
-            u[lv - 1] -= 1
-        return tuple(u)
-
-    pa = lam / (1 + lam)
-    start = (norm("bottom", bottom), norm("top", top))
-    if any(a > b for a, b in zip(*start)):
-        raise ValueError("bottom must be <= top in every count")
-    index, states, trans = {start: 0}, [start], []
-    j = 0
-    while j < len(states):
-        lo, hi = states[j]
-        out: dict = {}
-        if True:  # met pairs keep moving (together): their marginals still evolve
-            cuts = sorted({0.0, 1.0} | {float(g[v]) for v in lo + hi})
-            for a, b in zip(cuts[:-1], cuts[1:]):
-                if b > a:
-                    x = (a + b) / 2
-                    nxt = (move(lo, True, _level_exact(lo, True, x, n, g)),
-                           move(hi, True, _level_exact(hi, True, x, n, g)))
-                    out[nxt] = out.get(nxt, 0.0) + pa * (b - a)
-            for r in range(n):
-                nxt = (move(lo, False, _level_exact(lo, False, r, n, g)),
-                       move(hi, False, _level_exact(hi, False, r, n, g)))
-                out[nxt] = out.get(nxt, 0.0) + (1 - pa) / n
-        for s, p in out.items():
-            if s not in index:
-                index[s] = len(states)
-                states.append(s)
-            trans.append((j, index[s], p))
-        j += 1
-        if len(states) > 300_000:
-            raise ValueError(f"n = {n}, cap = {cap}: the pair chain has too many states; lower cap")
-    S = len(states)
-    rows, cols, vals = zip(*trans)
-    P = sp.csr_matrix((vals, (rows, cols)), shape=(S, S))
-    met = np.array([lo == hi for lo, hi in states])
-    # E[T] from the start: (I - Q) m = 1 on the unmet states
-    keep = np.nonzero(~met)[0]
-    mean = 0.0
-    if not met[0]:
-        Q = P[keep][:, keep]
-        m = spla.spsolve((sp.identity(keep.size) - Q).tocsc(), np.ones(keep.size))
-        mean = float(m[0])
-    u_lo = np.array([lo[level - 1] for lo, _ in states])
-    u_hi = np.array([hi[level - 1] for _, hi in states])
-    PT = P.T.tocsr()
-    mu = np.zeros(S)
-    mu[0] = 1.0
-    surv, blaw, tlaw = [], [], []
-    for _ in range(steps + 1):
-        surv.append(mu[~met].sum())
-        blaw.append(np.bincount(u_lo, weights=mu, minlength=n + 1))
-        tlaw.append(np.bincount(u_hi, weights=mu, minlength=n + 1))
-        mu = PT @ mu
-    return ExactCoupling(survival=np.array(surv), mean=mean, bottom_law=np.array(blaw),
-                         top_law=np.array(tlaw), states=S)
+# the small-n oracle, importable from here as before
+from qlib.supermarket.coupling_exact import ExactCoupling, exact_coupling  # noqa: E402

@@ -36,8 +36,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from qlib import _progress, stats
+from qlib import _progress
 from qlib import _validate as V
+from qlib.supermarket.batch_means import _flow_summary, _pad, _summarise
 from qlib.supermarket.coupling import meeting_times
 from qlib.supermarket.point import Point, as_point
 from qlib.supermarket.refined import relaxation_time
@@ -181,70 +182,14 @@ def default_level(n: int | Point, d: int | None = None, lam: float | None = None
     return int(k) + 1 if n * s[int(k) + 1] >= 0.01 else int(k)
 
 
-def _pad(a: np.ndarray, L1: int) -> np.ndarray:
-    out = np.zeros(a.shape[:-1] + (L1,))
-    m = min(a.shape[-1], L1)
-    out[..., :m] = a[..., :m]
-    return out
-
-
-def _pooled(batches: np.ndarray, control: np.ndarray | None, lam: float):
-    """Mean and 95% half-width over pooled batch means ``batches`` (B, L+1); with ``control``
-    (B,) the batch means of u_1/n, the control-variate estimator y - beta (c - lam)."""
-    B = batches.shape[0]
-    mean = batches.mean(axis=0)
-    var = batches.var(axis=0, ddof=1) if B > 1 else np.full(batches.shape[1], np.inf)
-    factor = np.ones(batches.shape[1])
-    if control is not None and B > 3 and control.var(ddof=1) > 0:
-        c = control - lam
-        beta = ((batches - mean) * (c - c.mean())[:, None]).sum(axis=0) / ((c - c.mean()) ** 2).sum()
-        adj = batches - beta[None, :] * c[:, None]
-        v_adj = adj.var(axis=0, ddof=1)
-        use = v_adj < var  # only where it helps (never at level 1 itself: there it is exact)
-        use[:2] = False
-        mean = np.where(use, adj.mean(axis=0), mean)
-        factor = np.where(use, v_adj / np.where(var > 0, var, 1.0), 1.0)
-        var = np.where(use, v_adj, var)
-        dof = B - 2
-    else:
-        dof = B - 1
-    half = stats.t_quantile(max(dof, 1)) * np.sqrt(var / B) if B > 1 else np.full_like(mean, np.inf)
-    return mean, half, factor
-
-
-def _lag1(x: np.ndarray) -> float:
-    """Lag-1 autocorrelation of consecutive batch means (replicas, batches), pooled."""
-    if x.shape[1] < 3:
-        return float("nan")
-    y = x - x.mean(axis=1, keepdims=True)
-    den = (y**2).sum()
-    return float((y[:, 1:] * y[:, :-1]).sum() / den) if den > 0 else 0.0
-
-
-def estimate_equilibrium(
-    n: int | Point,
-    d: int | None = None,
-    lam: float | None = None,
-    *,
-    rel_error: float = 0.1,
-    level: int | None = None,
-    max_steps: int | None = None,
-    seed: int = 0,
-    replacement: bool | None = None,
-    replicas: int = 8,
-    burn_in: str = "auto",
-    burn_taus: float = BURN_IN_TAUS,
-    batch_taus: float = BATCH_TAUS,
-    min_batches: int = 2,
-    batches: int | None = None,
-    progress: bool | None = None,
-    one_minus_lam: float | None = None,
-    flows: bool = False,
-    variant=None,
-    tau: float | None = None,
-    capacity: int | None = None,
-    start: str = "empty",
-) -> EquilibriumEstimate:
+def estimate_equilibrium(n: int | Point, d: int | None = None, lam: float | None = None, *,
+                         rel_error: float = 0.1, level: int | None = None, max_steps: int | None = None,
+                         seed: int = 0, replacement: bool | None = None, replicas: int = 8,
+                         burn_in: str = "auto", burn_taus: float = BURN_IN_TAUS,
+                         batch_taus: float = BATCH_TAUS, min_batches: int = 2, batches: int | None = None,
+                         progress: bool | None = None, one_minus_lam: float | None = None,
+                         flows: bool = False, variant=None, tau: float | None = None,
+                         capacity: int | None = None, start: str = "empty") -> EquilibriumEstimate:
     """Estimate the stationary E[u_i]/n and the law of the longest queue of the supermarket model.
 
     ``n`` queues, ``d`` choices, arrival rate ``lam`` per queue (or ``one_minus_lam``), sampling
@@ -455,22 +400,9 @@ class _Rounds:
         self.nb = [0] * P
         self.est: list[tuple] = [None] * P  # type: ignore[list-item]
 
-    def run(
-        self,
-        points: list[Point],
-        plan: _Budget,
-        burns: list[tuple],
-        levels: list[int],
-        seeds: list[int],
-        *,
-        replicas: int,
-        rel_error: float,
-        replacement: bool,
-        progress: bool,
-        flows: bool,
-        variant,
-        capacity: int | None,
-    ) -> None:
+    def run(self, points: list[Point], plan: _Budget, burns: list[tuple], levels: list[int], seeds: list[int],
+            *, replicas: int, rel_error: float, replacement: bool, progress: bool, flows: bool, variant,
+            capacity: int | None) -> None:
         """Run rounds until every point's CI at its level meets ``rel_error`` or its cap is spent."""
         P = self.P
         want = [plan.min_batches] * P  # batches to run in the next round
@@ -513,21 +445,8 @@ class _Rounds:
         finally:
             bar.close()
 
-    def _call(
-        self,
-        grp: list[int],
-        m: int,
-        points,
-        plan: _Budget,
-        burns,
-        seeds,
-        *,
-        replicas,
-        replacement,
-        flows,
-        variant,
-        capacity,
-    ) -> None:
+    def _call(self, grp: list[int], m: int, points, plan: _Budget, burns, seeds, *, replicas, replacement,
+              flows, variant, capacity) -> None:
         """m more batches of the points ``grp``, in one kernel call."""
         res = self.results
         out = simulate_many(
@@ -567,21 +486,9 @@ class _Rounds:
         need = nb * (half / (rel_error * mean)) ** 2 if mean > 0 else 2 * nb
         return False, int(min(max(nb, math.ceil(1.1 * need) - nb), 4 * nb))
 
-    def estimate(
-        self,
-        p: int,
-        point: Point,
-        plan: _Budget,
-        burn: tuple,
-        level: int,
-        seed: int,
-        *,
-        replicas: int,
-        rel_error: float,
-        flows: bool,
-        capacity: int | None,
-        start: str,
-    ) -> EquilibriumEstimate:
+    def estimate(self, p: int, point: Point, plan: _Budget, burn: tuple, level: int, seed: int, *,
+                 replicas: int, rel_error: float, flows: bool, capacity: int | None, start: str
+                 ) -> EquilibriumEstimate:
         """Point p's :class:`EquilibriumEstimate` from its batches."""
         mean, half, factor, mmean, mhalf, lag1, pmean, phalf = self.est[p]
         nb, batch = self.nb[p], plan.batch[p]
@@ -622,26 +529,6 @@ class _Rounds:
         )
 
 
-def _flow_summary(tails: list[np.ndarray], flows: list[np.ndarray], lam: float) -> dict:
-    """E[g(u_i)] and the level-flow residual Z_j = u_j/n - lam g(u_{j-1}) from the paired batch
-    means of every round (replicas, m, L+1), pooled over replicas and batches (Student t)."""
-    L1 = max(max(t.shape[2] for t in tails), max(f.shape[2] for f in flows)) + 1
-    T = np.concatenate([_pad(t, L1) for t in tails], axis=1).reshape(-1, L1)
-    F = np.concatenate([_pad(f, L1) for f in flows], axis=1).reshape(-1, L1)
-    B = T.shape[0]
-    Z = T[:, 1:] - lam * F[:, :-1]  # level j = 1..L1-1 at index j-1
-    fmean = F.mean(axis=0)[:-1]
-    zmean = Z.mean(axis=0)
-    if B > 1:
-        q = stats.t_quantile(B - 1)
-        fse = F.std(axis=0, ddof=1)[:-1] / math.sqrt(B)
-        zse = Z.std(axis=0, ddof=1) / math.sqrt(B)
-    else:
-        q, fse, zse = np.inf, np.full_like(fmean, np.inf), np.full_like(zmean, np.inf)
-    return dict(flow_fraction=fmean, flow_ci_low=fmean - q * fse, flow_ci_high=fmean + q * fse,
-                flow_residual=zmean, flow_residual_se=zse, flow_dof=B - 1)
-
-
 def _perfect_start(point: Point, capacity: int | None, replicas: int, seed: int, steps_per_tau: float):
     """Each replica's own exact sample of the bounded model at time 0 (its words of times <= 0;
     the estimate then runs on its words of times >= 1, independent of them), and what it says."""
@@ -659,23 +546,6 @@ def _perfect_start(point: Point, capacity: int | None, replicas: int, seed: int,
         why += (f"; for the unbounded chain the start is exact up to the stationary mass at L, "
                 f"E[u_L]/n = {mass:.2g} ± {se:.1g}, loss probability {ps.loss_probability[0]:.2g}")
     return ps, why
-
-
-def _summarise(tails: list[np.ndarray], maxes: list[tuple[int, np.ndarray]], lam: float | None, level: int):
-    """Pooled batch-means estimates of the tail from per-round (replicas, m, L_round+1) arrays;
-    the law of the maximum from replica means over the whole run (R - 1 degrees of freedom)."""
-    L1 = max(max(t.shape[2] for t in tails), max(m.shape[1] for _, m in maxes), level + 1)
-    T = np.concatenate([_pad(t, L1) for t in tails], axis=1)  # (replicas, batches, L+1)
-    R, B = T.shape[:2]
-    flat = T.reshape(R * B, L1)
-    control = flat[:, 1] if lam is not None else None  # lam None: no exact control variate
-    mean, half, factor = _pooled(flat, control, lam)
-    pflat = flat - np.concatenate([flat[:, 1:], np.zeros((flat.shape[0], 1))], axis=1)
-    pmean, phalf, _ = _pooled(pflat, control, lam)
-    w = np.array([s for s, _ in maxes], dtype=float)
-    M = sum(wi * _pad(m, L1) for wi, (_, m) in zip(w, maxes)) / w.sum()  # (replicas, L+1)
-    est = stats.replica_mean(M)
-    return mean, half, factor, est.mean, est.halfwidth(), _lag1(T[:, :, level]), pmean, phalf
 
 
 __all__ = ["EquilibriumEstimate", "estimate_equilibrium", "estimate_equilibrium_many", "default_level"]

@@ -142,9 +142,8 @@ def coalescence_lower_bound(n: int, capacity: int) -> int:
     return int(n) * int(capacity)
 
 
-def capacity_for(
-    d: int, lam: float | None = None, *, one_minus_lam: float | None = None, extra: int = 3
-) -> int:
+def capacity_for(d: int, lam: float | None = None, *, one_minus_lam: float | None = None, extra: int = 3
+                 ) -> int:
     """k + ``extra``, the capacity at which the notebooks compare the bounded model with the
     unbounded one (k the predicted maximum; at d = 1, where there is no k, ValueError)."""
     k = predicted_max_length(d, lam, one_minus_lam=one_minus_lam)
@@ -177,18 +176,9 @@ def _check(n, d, lam, one_minus_lam, replacement, capacity, replicas, seed, max_
     return pt, capacity, replicas, seed, max_steps
 
 
-def perfect_samples(
-    n: int | Point,
-    d: int | None = None,
-    lam: float | None = None,
-    *,
-    capacity: int,
-    replicas: int,
-    seed: int = 0,
-    replacement: bool = True,
-    max_steps: int | None = None,
-    one_minus_lam: float | None = None,
-) -> PerfectSamples:
+def perfect_samples(n: int | Point, d: int | None = None, lam: float | None = None, *, capacity: int,
+                    replicas: int, seed: int = 0, replacement: bool = True, max_steps: int | None = None,
+                    one_minus_lam: float | None = None) -> PerfectSamples:
     """``replicas`` exact stationary samples of the supermarket model with queues of capacity L.
 
     Propp-Wilson coupling from the past with T doubling from T_0 = max(n L, 16) (see the module

@@ -24,17 +24,15 @@ from typing import Any
 
 import numpy as np
 
-from qlib import _rng
 from qlib import _validate as V
 from qlib.supermarket import chain as K
 from qlib.supermarket.initial import (
-    _default_levels,
-    _initial_counts,
     counts_all_at,
     counts_from_lengths,
     default_levels,
     initial_counts,
 )
+from qlib.supermarket.plan import _is_per_point_initial, _per_point, _Plan, _plan
 from qlib.supermarket.point import MAX_N, Point, as_point
 from qlib.supermarket.result import SupermarketResult
 
@@ -42,126 +40,13 @@ __all__ = ["SupermarketResult", "simulate", "simulate_many", "Point", "initial_c
            "counts_from_lengths", "counts_all_at", "default_levels", "MAX_N"]
 
 
-# --------------------------------------------------------------------------- one point's plan
-
-@dataclass
-class _Plan:
-    """One parameter point of a run, validated: what its own simulate call would do."""
-
-    point: Point
-    steps: int
-    burn_in: int
-    seed: int
-    u0: np.ndarray  # (R, L0+1) counts
-    rng0: np.ndarray  # (R,) uint64
-    levels: int  # the cap its own call would start with
-    limit: int  # no queue of this point can pass this level
-
-    @property
-    def n(self) -> int:
-        return self.point.n
-
-    @property
-    def end(self) -> int:
-        return self.burn_in + self.steps
-
-
-def _resolve_initial(where: str, point: Point, initial, replicas, seed, capacity=None):
-    """(u0 (R, L0+1), rng0 (R,), seed) from ``initial``, which may be a previous result."""
-    if isinstance(initial, SupermarketResult):
-        res = initial
-        for name, have, want in (("n", res.n, point.n), ("d", res.d, point.d),
-                                 ("lam", res.point.arrival_threshold, point.arrival_threshold),
-                                 ("replacement", res.replacement, point.replacement),
-                                 ("replicas", res.replicas, replicas), ("capacity", res.capacity, capacity)):
-            if have != want:
-                shown = (res.lam, point.lam) if name == "lam" else (have, want)
-                raise ValueError(
-                    f"{where}initial is a result with {name} = {shown[0]!r}, but {name} = {shown[1]!r} "
-                    f"was asked for; a run continues only with the same {name}"
-                )
-        if seed is not None and seed != res.seed:
-            raise ValueError(f"{where}seed = {seed} differs from the continued result's seed = {res.seed}; "
-                             "leave seed out (the result carries its random states)")
-        # Trailing all-zero levels are dropped: a continued run starts from the levels in use,
-        # so a chain continued many times does not accumulate empty levels (and cost).
-        u = res.counts.astype(np.int64)
-        used = int(np.max(np.nonzero(u.any(axis=0))[0])) + 1
-        return u[:, : max(used, 2)], np.asarray(res.state, np.uint64), res.seed
-    seed = 0 if seed is None else seed
-    try:
-        u0 = _initial_counts(point, initial)
-    except ValueError as e:
-        raise ValueError(f"{where}{e}") from None
-    if u0.ndim == 2 and u0.shape[0] != replicas:
-        raise ValueError(
-            f"{where}initial counts with one row per replica must have {replicas} rows; got {u0.shape[0]}"
-        )
-    # the start (int64 counts, and their uint32 device copy) and random states, before building them
-    V.memory("replicas", float(replicas) * (16.0 * u0.shape[-1] + 32.0),
-             f"{replicas} replicas x {u0.shape[-1]} levels of start counts and random states")
-    u0 = np.broadcast_to(u0 if u0.ndim == 2 else u0[None], (replicas, u0.shape[-1])).astype(np.int64)
-    return u0, _rng.replica_states_np(seed, np.arange(replicas)), seed
-
-
-def _plan(where, point: Point, *, steps, burn_in, seed, initial, replicas, levels, capacity=None) -> _Plan:
-    """The plan of one point (the theory of the start and of the level cap uses the arrival
-    rate as the caller gave it). With ``capacity`` (the bounded model) the cap is the capacity."""
-    u0, rng0, seed = _resolve_initial(where, point, initial, replicas, seed, capacity)
-    total = burn_in + steps
-    if capacity is not None:
-        if u0.shape[-1] > capacity + 1 and np.any(u0[:, capacity + 1:] > 0):
-            raise ValueError(
-                f"{where}initial has a queue longer than capacity = {capacity}: the bounded model "
-                f"holds at most {capacity} customers per queue"
-            )
-        u0 = np.ascontiguousarray(u0[:, : capacity + 1])
-        return _Plan(point, steps, burn_in, seed, u0, rng0, capacity, capacity)
-    L = _default_levels(point, u0, total) if levels is None else V.integer("levels", levels, low=u0.shape[-1])
-    return _Plan(point, steps, burn_in, seed, u0, rng0, L,
-                  max(L, K.level_limit(u0.shape[-1], total)))
-
-
-def _per_point(name: str, value: Any, P: int, check) -> list:
-    """An int (or None) for every point, or one per point."""
-    if isinstance(value, (list, tuple)) or (isinstance(value, np.ndarray) and value.ndim > 0):
-        if len(value) != P:
-            raise ValueError(f"{name} must be one value or one per point ({P}); got {len(value)}")
-        return [check(f"{name}[{j}]", v) for j, v in enumerate(value)]
-    v = check(name, value)
-    return [v] * P
-
-
-def _is_per_point_initial(initial: Any, P: int) -> bool:
-    """A list/tuple of P entries that are not plain numbers is one initial state per point."""
-    if not isinstance(initial, (list, tuple)) or len(initial) != P:
-        return False
-    return not all(isinstance(x, (int, float, np.integer, np.floating)) and not isinstance(x, bool)
-                   for x in initial)
-
-
 # --------------------------------------------------------------------------- public
 
-def simulate(
-    n: int | Point,
-    d: int | None = None,
-    lam: float | None = None,
-    *,
-    one_minus_lam: float | None = None,
-    steps: int,
-    replicas: int = 1,
-    seed: int | None = None,
-    burn_in: int = 0,
-    initial: Any = "empty",
-    replacement: bool | None = None,
-    batches: int = 1,
-    record_every: int | None = None,
-    levels: int | None = None,
-    progress: bool | None = None,
-    flows: bool = False,
-    variant: Any = None,
-    capacity: int | None = None,
-) -> SupermarketResult:
+def simulate(n: int | Point, d: int | None = None, lam: float | None = None, *,
+             one_minus_lam: float | None = None, steps: int, replicas: int = 1, seed: int | None = None,
+             burn_in: int = 0, initial: Any = "empty", replacement: bool | None = None, batches: int = 1,
+             record_every: int | None = None, levels: int | None = None, progress: bool | None = None,
+             flows: bool = False, variant: Any = None, capacity: int | None = None) -> SupermarketResult:
     """Simulate ``replicas`` independent copies of the supermarket model's count chain.
 
     The chain is uniformised: one unit of model time is (1 + lam) n steps. The level cap grows
@@ -224,24 +109,13 @@ def simulate(
                 capacity)[0]
 
 
-def simulate_many(
-    points: Sequence[tuple | Point],
-    *,
-    steps: int | Sequence[int],
-    replicas: int = 1,
-    seeds: Sequence[int] | None = None,
-    burn_in: int | Sequence[int] = 0,
-    initial: Any = "empty",
-    replacement: bool | None = None,
-    batches: int = 1,
-    record_every: int | None = None,
-    levels: int | None = None,
-    one_minus_lam: float | Sequence[float] | None = None,
-    progress: bool | None = None,
-    flows: bool = False,
-    variant: Any = None,
-    capacity: int | None = None,
-) -> list[SupermarketResult]:
+def simulate_many(points: Sequence[tuple | Point], *, steps: int | Sequence[int], replicas: int = 1,
+                  seeds: Sequence[int] | None = None, burn_in: int | Sequence[int] = 0,
+                  initial: Any = "empty", replacement: bool | None = None, batches: int = 1,
+                  record_every: int | None = None, levels: int | None = None,
+                  one_minus_lam: float | Sequence[float] | None = None, progress: bool | None = None,
+                  flows: bool = False, variant: Any = None, capacity: int | None = None
+                  ) -> list[SupermarketResult]:
     """Simulate many parameter points at once, as lanes of one kernel.
 
     Result p is bit-identical to ``simulate(*points[p], steps=steps[p], burn_in=burn_in[p],
@@ -267,57 +141,15 @@ def simulate_many(
     Raises:
         ValueError: naming the parameter (``points[j]: ...`` for a point), before any compile.
     """
-    if isinstance(points, (str, bytes)) or not isinstance(points, Sequence) or len(points) < 1:
-        raise ValueError(f"points must be a non-empty sequence of (n, d, lam); got {points!r}")
-    P = len(points)
-    oml_l = (
-        _per_point("one_minus_lam", one_minus_lam, P, lambda nm, v: v)
-        if one_minus_lam is not None
-        else [None] * P
-    )
-    if replacement is None:  # the points' own (one kernel has one sampling rule)
-        replacement = next((pt.replacement for pt in points if isinstance(pt, Point)), True)
-    checked: list[Point] = []
-    for j, (pt, oml) in enumerate(zip(points, oml_l)):
-        want = 3 if oml is None else 2
-        if not isinstance(pt, Point) and (not isinstance(pt, (tuple, list)) or len(pt) != want):
-            raise ValueError(
-                f"points[{j}] must be {'(n, d, lam)' if want == 3 else '(n, d) (one_minus_lam is given)'}"
-                f" or a Point; got {pt!r}"
-            )
-        try:
-            if isinstance(pt, Point):
-                if oml is not None:
-                    raise ValueError("a Point carries its arrival rate: leave one_minus_lam out")
-                checked.append(as_point(pt, replacement=replacement, simulation=True))
-            else:
-                checked.append(
-                    Point.simulation(
-                        pt[0],
-                        pt[1],
-                        pt[2] if oml is None else None,
-                        replacement=replacement,
-                        one_minus_lam=None if oml is None else oml,
-                    )
-                )
-        except ValueError as err:
-            raise ValueError(f"points[{j}]: {err}") from None
+    checked = _checked_points(points, one_minus_lam, replacement)
+    P = len(checked)
     replacement = checked[0].replacement
     emap, vname = _variant(variant, min(c.d for c in checked), replacement)
     flows = _flag("flows", flows)
     steps_l = _per_point("steps", steps, P, lambda nm, v: V.integer(nm, v, low=1))
     burn_l = _per_point("burn_in", burn_in, P, lambda nm, v: V.integer(nm, v, low=0))
     replicas = V.integer("replicas", replicas, low=1)
-    if seeds is None:
-        seeds_l = list(range(P))
-    else:
-        if (
-            not isinstance(seeds, (list, tuple, np.ndarray))
-            or (isinstance(seeds, np.ndarray) and seeds.ndim != 1)
-            or len(seeds) != P
-        ):
-            raise ValueError(f"seeds must be a sequence of one seed per point ({P}); got {seeds!r}")
-        seeds_l = [V.integer(f"seeds[{j}]", s, low=0, high=2**63 - 1) for j, s in enumerate(seeds)]
+    seeds_l = _seeds(seeds, P)
     batches = V.integer("batches", batches, low=1, high=min(steps_l))
     if record_every is not None:
         record_every = V.integer("record_every", record_every, low=1, high=min(steps_l))
@@ -326,20 +158,47 @@ def simulate_many(
     pts = []
     for j, (point, st, bi, sd, ini) in enumerate(zip(checked, steps_l, burn_l, seeds_l, inits)):
         sd = sd if not isinstance(ini, SupermarketResult) or seeds is not None else None
-        pts.append(
-            _plan(
-                f"points[{j}]: ",
-                point,
-                steps=st,
-                burn_in=bi,
-                seed=sd,
-                initial=ini,
-                replicas=replicas,
-                levels=levels,
-                capacity=capacity,
-            )
-        )
+        pts.append(_plan(f"points[{j}]: ", point, steps=st, burn_in=bi, seed=sd, initial=ini,
+                         replicas=replicas, levels=levels, capacity=capacity))
     return _run(pts, replicas, replacement, batches, record_every, progress, flows, emap, vname, capacity)
+
+
+def _checked_points(points: Any, one_minus_lam: Any, replacement: bool | None) -> list[Point]:
+    """The points of :func:`simulate_many` as simulable Points sharing one sampling rule."""
+    if isinstance(points, (str, bytes)) or not isinstance(points, Sequence) or len(points) < 1:
+        raise ValueError(f"points must be a non-empty sequence of (n, d, lam); got {points!r}")
+    P = len(points)
+    oml_l = ([None] * P if one_minus_lam is None
+             else _per_point("one_minus_lam", one_minus_lam, P, lambda nm, v: v))
+    if replacement is None:  # the points' own (one kernel has one sampling rule)
+        replacement = next((pt.replacement for pt in points if isinstance(pt, Point)), True)
+    checked: list[Point] = []
+    for j, (pt, oml) in enumerate(zip(points, oml_l)):
+        want = 3 if oml is None else 2
+        if not isinstance(pt, Point) and (not isinstance(pt, (tuple, list)) or len(pt) != want):
+            shape = "(n, d, lam)" if want == 3 else "(n, d) (one_minus_lam is given)"
+            raise ValueError(f"points[{j}] must be {shape} or a Point; got {pt!r}")
+        try:
+            if isinstance(pt, Point):
+                if oml is not None:
+                    raise ValueError("a Point carries its arrival rate: leave one_minus_lam out")
+                checked.append(as_point(pt, replacement=replacement, simulation=True))
+            else:
+                checked.append(Point.simulation(pt[0], pt[1], pt[2] if oml is None else None,
+                                                replacement=replacement, one_minus_lam=oml))
+        except ValueError as err:
+            raise ValueError(f"points[{j}]: {err}") from None
+    return checked
+
+
+def _seeds(seeds: Any, P: int) -> list[int]:
+    """One seed per point (default 0, 1, ..., P-1)."""
+    if seeds is None:
+        return list(range(P))
+    if (not isinstance(seeds, (list, tuple, np.ndarray))
+            or (isinstance(seeds, np.ndarray) and seeds.ndim != 1) or len(seeds) != P):
+        raise ValueError(f"seeds must be a sequence of one seed per point ({P}); got {seeds!r}")
+    return [V.integer(f"seeds[{j}]", s, low=0, high=2**63 - 1) for j, s in enumerate(seeds)]
 
 
 #: Lane-steps from which a burn-in stretch runs its own kernel, with the "seen" observer (0-15%
