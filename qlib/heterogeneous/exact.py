@@ -40,10 +40,19 @@ POLICIES = ("random", "longest_idle", "fastest", "slowest")
 
 # --------------------------------------------------------------------------- input checks
 def service_rates(mus: object) -> np.ndarray:
-    """Validated ``mus``: a non-empty 1-D sequence or array of finite real rates > 0, as float64 (n,).
+    """Validated ``mus``: a non-empty 1-D sequence or array of finite real rates > 0.
 
     Only real numbers are accepted: booleans and strings are rejected (NumPy would turn
     ``[True, True]`` or ``['1', '2']`` into numbers silently).
+
+    Args:
+        mus: the service rates.
+
+    Returns:
+        float64 (n,) rates.
+
+    Raises:
+        ValueError: naming ``mus`` when it is not such a sequence.
     """
     msg = "mus must be a non-empty 1-D sequence of real service rates > 0"
     if isinstance(mus, (str, bytes, bool, np.bool_)):
@@ -69,7 +78,18 @@ def service_rates(mus: object) -> np.ndarray:
 
 
 def check_rates(lam: object, mus: object) -> tuple[float, np.ndarray]:
-    """Validated (lam, mus): mus as in :func:`service_rates` (n,), lam a real in (0, sum(mus))."""
+    """Validated (lam, mus).
+
+    Args:
+        lam: arrival rate, a real in (0, sum(mus)) (stability).
+        mus: service rates, as in :func:`service_rates`.
+
+    Returns:
+        (lam as a float, mus as float64 (n,)).
+
+    Raises:
+        ValueError: naming ``lam`` or ``mus`` when out of range.
+    """
     m = service_rates(mus)
     total = math.fsum(m)
     lam_f = _validate.real("lam", lam, low=0.0, high=total)  # stability: 0 < lam < sum(mu)
@@ -165,41 +185,118 @@ def _solve(lam: object, mus: object) -> _Solved:
 
 # --------------------------------------------------------------------------- public exact API
 def busy_probabilities(lam: float, mus: ArrayLike) -> np.ndarray:
-    """P_j = P(server j busy) in stationarity, (n,) in input order. O(n^2), stable for n in the 1000s."""
+    """P_j = P(server j busy) in stationarity; O(n^2), stable for n in the 1000s.
+
+    Args:
+        lam: arrival rate, in (0, sum(mus)).
+        mus: (n,) service rates > 0.
+
+    Returns:
+        (n,) P_j in input order.
+
+    Raises:
+        ValueError: naming ``lam`` or ``mus`` when out of range.
+    """
     s = _solve(lam, mus)
     return s.p @ s.c
 
 
 def idle_probabilities(lam: float, mus: ArrayLike) -> np.ndarray:
-    """1 - P_j, (n,), computed directly (keeps relative accuracy when servers are almost always busy)."""
+    """1 - P_j, computed directly (keeps relative accuracy when servers are almost always busy).
+
+    Args:
+        lam: arrival rate, in (0, sum(mus)).
+        mus: (n,) service rates > 0.
+
+    Returns:
+        (n,) 1 - P_j in input order.
+
+    Raises:
+        ValueError: naming ``lam`` or ``mus`` when out of range.
+    """
     s = _solve(lam, mus)
     return s.f @ s.c
 
 
 def effective_rates(lam: float, mus: ArrayLike) -> np.ndarray:
-    """mu_j P_j, (n,): the effective rate of service (work done) of server j; they sum to lam."""
+    """mu_j P_j: the effective rate of service (work done) of server j; they sum to lam.
+
+    Args:
+        lam: arrival rate, in (0, sum(mus)).
+        mus: (n,) service rates > 0.
+
+    Returns:
+        (n,) mu_j P_j in input order.
+
+    Raises:
+        ValueError: naming ``lam`` or ``mus`` when out of range.
+    """
     _, m = check_rates(lam, mus)
     return m * busy_probabilities(lam, m)
 
 
 def busy_count_distribution(lam: float, mus: ArrayLike) -> np.ndarray:
-    """P(exactly k servers busy), (n + 1,) for k = 0..n (k = n includes every queue length)."""
+    """P(exactly k servers busy), k = 0..n (k = n includes every queue length).
+
+    Args:
+        lam: arrival rate, in (0, sum(mus)).
+        mus: (n,) service rates > 0.
+
+    Returns:
+        (n + 1,) probabilities.
+
+    Raises:
+        ValueError: naming ``lam`` or ``mus`` when out of range.
+    """
     return _solve(lam, mus).c.copy()
 
 
 def wait_probability(lam: float, mus: ArrayLike) -> float:
-    """Probability that an arrival waits = P(all servers busy) (PASTA)."""
+    """Probability that an arrival waits = P(all servers busy) (PASTA).
+
+    Args:
+        lam: arrival rate, in (0, sum(mus)).
+        mus: (n,) service rates > 0.
+
+    Returns:
+        The probability, a float.
+
+    Raises:
+        ValueError: naming ``lam`` or ``mus`` when out of range.
+    """
     return float(_solve(lam, mus).c[-1])
 
 
 def mean_queue_length(lam: float, mus: ArrayLike) -> float:
-    """E[number waiting] = P(all busy) · rho/(1 - rho): the queue is geometric given all busy."""
+    """E[number waiting] = P(all busy) rho/(1 - rho): the queue is geometric given all busy.
+
+    Args:
+        lam: arrival rate, in (0, sum(mus)).
+        mus: (n,) service rates > 0.
+
+    Returns:
+        The mean, a float.
+
+    Raises:
+        ValueError: naming ``lam`` or ``mus`` when out of range.
+    """
     s = _solve(lam, mus)
     return float(s.c[-1] * s.rho / s.one_minus_rho)
 
 
 def mean_number_in_system(lam: float, mus: ArrayLike) -> float:
-    """E[busy servers] + E[queue]."""
+    """E[busy servers] + E[queue].
+
+    Args:
+        lam: arrival rate, in (0, sum(mus)).
+        mus: (n,) service rates > 0.
+
+    Returns:
+        The mean, a float.
+
+    Raises:
+        ValueError: naming ``lam`` or ``mus`` when out of range.
+    """
     s = _solve(lam, mus)
     return float(np.arange(s.c.size) @ s.c + s.c[-1] * s.rho / s.one_minus_rho)
 

@@ -22,7 +22,7 @@ from qlib.supermarket.theory import all_sampled_at_least
 #: Largest n accepted by the exact solve: the box grows like C(n + cap, n), so larger n only
 #: fit at light load, where simulation is cheap anyway.
 MAX_N = 24
-#: Default bound on the states of one truncated box, about 0.55 kB of memory each (the issue's
+#: Default bound on the states of one truncated box, about 0.55 kB of memory each (the
 #: n = 10, lam = 0.9, tol = 1e-7 case needs 17.6 million states, 9.6 GB); the memory actually
 #: available is checked before each box is built.
 MAX_STATES = 20_000_000

@@ -74,8 +74,7 @@ def simulate(n: int | Point, d: int | None = None, lam: float | None = None, *,
         record_every: keep u every so many steps (no trajectory otherwise).
         levels: the initial number of tracked lengths (it grows on demand).
         progress: show a progress bar (default: for runs of more than about 10 s).
-        flows: also keep the level-flow time sums (``flow_fraction``; costs in
-            benchmarks/README.md).
+        flows: also keep the level-flow time sums (``flow_fraction``); off by default.
         variant: a near wrong model in place of JSQ(d): a name or (name, parameter) of
             :data:`qlib.supermarket.variants.VARIANTS`, e.g. "jsq_d_minus_1" or
             ("eta_greedy", 0.01); it uses the model's random streams. None: the model.
