@@ -352,6 +352,16 @@ def exact_tail_fraction(n: int, d: int, lam: float, levels: int, *, replacement:
 
     The caps grow until the stationary mass of the truncation boundary is below ``tol``
     (1e-10: far below any simulation error bar); see :func:`exact_equilibrium`.
+
+    Args:
+        n, d, lam, replacement, tol: as in :func:`exact_equilibrium`.
+        levels: the last level, >= 0.
+
+    Returns:
+        (levels + 1,) E[u_i]/n.
+
+    Raises:
+        ValueError: as :func:`exact_equilibrium`.
     """
     levels = V.integer("levels", levels, low=0, high=10**9)
     return exact_equilibrium(n, d, lam, levels=levels, replacement=replacement, tol=tol).tail_fraction
@@ -360,8 +370,18 @@ def exact_tail_fraction(n: int, d: int, lam: float, levels: int, *, replacement:
 def exact_stationary(n: int, d: int, lam: float, cap: int, *, replacement: bool = True):
     """Stationary distribution on the box of lengths <= ``cap`` (no spread cap, no cap growth).
 
-    Arrivals that would make a queue longer than ``cap`` are lost. Returns (counts, pi):
-    counts[s, i] = u_i in state s for i = 0..cap (shape (S, cap + 1)) and pi[s] (shape (S,)).
+    Arrivals that would make a queue longer than ``cap`` are lost.
+
+    Args:
+        n, d, lam, replacement: as in :func:`exact_equilibrium`.
+        cap: the longest queue, >= 1.
+
+    Returns:
+        (counts, pi): counts[s, i] = u_i in state s for i = 0..cap, shape (S, cap + 1), and
+        pi[s], shape (S,).
+
+    Raises:
+        ValueError: naming the parameter out of its range, or ``cap`` when the box would not fit.
     """
     n, d, lam, replacement, *_ = _check(n, d, lam, replacement, 1e-10, MAX_STATES, MAX_ITER, "auto")
     cap = V.integer("cap", cap, low=1, high=10**9)

@@ -20,7 +20,17 @@ __all__ = ["initial_counts", "counts_from_lengths", "counts_all_at", "default_le
 
 
 def counts_from_lengths(lengths: Any) -> np.ndarray:
-    """Counts u_i = #queues with length >= i, i = 0..max, shape (max+1,), from queue lengths (n,)."""
+    """Counts u_i = #queues with length >= i, i = 0..max, from queue lengths.
+
+    Args:
+        lengths: (n,) non-negative integer queue lengths.
+
+    Returns:
+        (max + 1,) int64 counts.
+
+    Raises:
+        ValueError: naming the parameter out of its range.
+    """
     q = V.array("lengths", lengths)
     if q.ndim != 1 or q.size < 1:
         raise ValueError(f"lengths must be a non-empty 1-D array of queue lengths; got shape {q.shape}")
@@ -38,7 +48,18 @@ def counts_from_lengths(lengths: Any) -> np.ndarray:
 
 
 def counts_all_at(n: int, length: int) -> np.ndarray:
-    """Counts of the state where every one of the n queues has the given length, shape (length+1,)."""
+    """Counts of the state where every one of the n queues has the given length.
+
+    Args:
+        n: number of queues, in [1, 2^32 - 1].
+        length: the common length, >= 0.
+
+    Returns:
+        (length + 1,) int64 counts, all n.
+
+    Raises:
+        ValueError: naming the parameter out of its range.
+    """
     n = V.integer("n", n, low=1, high=MAX_N)
     length = V.integer("length", length, low=0)
     V.memory("length", 8.0 * (length + 1), f"{length + 1} levels x 8 bytes")
@@ -52,14 +73,25 @@ def _valid_counts(u: np.ndarray, n: int) -> bool:
 
 def initial_counts(n: int, d: int, lam: float | None, initial: Any, replacement: bool = True, *,
                    one_minus_lam: float | None = None) -> np.ndarray:
-    """Resolve ``initial`` to counts: shape (levels+1,) or (replicas, levels+1).
+    """Resolve ``initial`` to counts.
 
-    ``initial`` is "empty", "fluid" (integer counts nearest n times the fluid fixed point),
-    ``{"counts": u}``, ``{"lengths": q}``, or a bare array: counts u (u_0 = n, non-increasing;
-    1-D, or 2-D with one row per replica) or a length-n vector of queue lengths. At d = 1 the
-    fluid profile is geometric, n lam^i, with about log(2n)/(1 - lam) levels: its memory is
-    checked before it is built (ValueError naming ``initial`` when it would not fit). ``n``,
-    ``d``, ``lam`` (or ``one_minus_lam``) and ``replacement`` are checked as in :func:`simulate`.
+    At d = 1 the fluid profile is geometric, n lam^i, with about log(2n)/(1 - lam) levels: its memory
+    is checked before it is built.
+
+    Args:
+        n, d, lam, replacement, one_minus_lam: the point, checked as in
+            :func:`qlib.supermarket.simulate`.
+        initial: "empty", "fluid" (integer counts nearest n times the fluid fixed point),
+            ``{"counts": u}``, ``{"lengths": q}``, or a bare array: counts u (u_0 = n,
+            non-increasing; 1-D, or 2-D with one row per replica) or a length-n vector of queue
+            lengths.
+
+    Returns:
+        Counts of shape (levels + 1,) or (replicas, levels + 1).
+
+    Raises:
+        ValueError: naming the parameter, or ``initial`` when it is none of the above or its
+            fluid profile would not fit in memory.
     """
     return _initial_counts(as_point(n, d, lam, one_minus_lam=one_minus_lam, replacement=replacement,
                                     simulation=True), initial)
@@ -136,8 +168,16 @@ def default_levels(d: int, lam: float | None, u0: np.ndarray, steps: int | None 
     """The initial level cap of a run of ``steps`` steps (burn-in included) from counts ``u0``.
 
     k + 3 (k the predicted maximum); at d = 1 the level a queue exceeds with probability 1e-3,
-    log(1e-3)/log(lam) + 4, but never more than the run can reach: the longest queue grows by
-    at most one per step, so the cap is at most (levels of u0) + steps (then it grows on demand).
+    log(1e-3)/log(lam) + 4; but never more than the run can reach: the longest queue grows by at
+    most one per step (the cap then grows on demand).
+
+    Args:
+        d, lam, one_minus_lam: the point's choices and arrival rate.
+        u0: the start counts, (levels + 1,) or (replicas, levels + 1).
+        steps: the run's steps (None: no bound from the run length).
+
+    Returns:
+        The level cap.
     """
     return _default_levels(Point(None, d, lam, one_minus_lam=one_minus_lam), u0, steps)
 
