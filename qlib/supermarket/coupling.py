@@ -129,28 +129,41 @@ def meeting_times(n: int | Point, d: int | None = None, lam: float | None = None
                   progress: bool | None = None, capacity: int | None = None) -> np.ndarray:
     """Meeting times of the monotone coupling from the bottom and the top start.
 
-    ``n``, ``d``, ``lam`` and ``replacement`` are the supermarket model's parameters, or one
-    :class:`~qlib.supermarket.point.Point` in their place (see :func:`qlib.supermarket.simulate`).
-    Two count chains are driven by the same draws: the
-    bottom one starts at ``bottom`` (default: all queues empty), the top one at ``top``
-    (default: all n queues at length ``top_length``); ``bottom <= top`` is required. Returns a
-    float array of shape (replicas,): for each replica the number of jump-chain steps until
-    the two chains coincide (one unit of model time is (1 + lam) n steps), ``inf`` if they
-    have not met within ``max_steps``. With ``ordered=False`` the two starts need not be
-    ordered (e.g. a good start against a stationary sample, one row per replica): the meeting
-    is then detected by equality of all counts at every step; d_TV(law from bottom at t,
-    law from top at t) <= P(T_meet > t) still holds (the coupling inequality). P(T_meet > t)
-    bounds the total-variation distance to equilibrium at step t from every start in between
-    (module docstring).
+    Two count chains are driven by the same draws, the bottom one from ``bottom``, the top one
+    from ``top``. P(T_meet > t) bounds the total-variation distance to equilibrium at step t from
+    every start in between (the coupling inequality). Replica r uses the stream
+    ``_rng.replica_states(seed, r)``, so its meeting time does not depend on ``replicas``.
 
-    Replica r uses the stream ``_rng.replica_states(seed, r)``, so its meeting time does not
-    depend on ``replicas``; the same seed gives the same array. ``levels`` (the initial number
-    of tracked lengths) only affects speed: it grows when a queue would pass it. ``lam`` may
-    be given as ``one_minus_lam`` instead (see :func:`qlib.supermarket.simulate`).
+    Args:
+        n: number of queues, or a :class:`~qlib.supermarket.point.Point` in place of
+            (n, d, lam, replacement) (see :func:`qlib.supermarket.simulate`).
+        d: choices per arrival.
+        lam: arrival rate per queue (or ``one_minus_lam``).
+        replicas: independent pairs.
+        seed: seed of the random streams.
+        top_length: the top start's queue length (all n queues at it) when ``top`` is None.
+        max_steps: steps at most; a pair that has not met by then reads ``inf``.
+        one_minus_lam: 1 - lam in place of ``lam``.
+        replacement: sample with replacement (default True) or without.
+        bottom: the bottom start (default: all queues empty), as :func:`qlib.supermarket.simulate`'s
+            ``initial``.
+        top: the top start (default: all n queues at ``top_length``); ``bottom <= top`` is required.
+        ordered: False lets the starts be unordered (e.g. a good start against a stationary
+            sample, one row per replica): the meeting is then detected by equality of all counts;
+            the coupling inequality still holds.
+        levels: the initial number of tracked lengths (speed only: it grows on demand).
+        progress: show a progress bar.
+        capacity: L for the coupling of the bounded model (docs/models.md#bounded-model), whose top
+            state is all queues at L (``top_length`` <= L); an arrival lost in the top only also
+            closes the gap, so the meeting is detected by equality of all counts.
 
-    ``capacity`` = L: the coupling of the bounded model (docs/models.md#bounded-model), whose
-    top state is all queues at L (``top_length`` <= L). There an arrival lost in the top only
-    also closes the gap, so the meeting is detected by equality of all counts.
+    Returns:
+        (replicas,) float jump-chain steps until the two chains coincide (one unit of model time
+        is (1 + lam) n steps), ``inf`` where they have not met within ``max_steps``.
+
+    Raises:
+        ValueError: naming the parameter out of its range (or starts that are not ordered), before
+            any compile.
     """
     replicas = V.integer("replicas", replicas, low=1)
     ordered = _bool("ordered", ordered)

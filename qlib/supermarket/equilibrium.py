@@ -192,28 +192,49 @@ def estimate_equilibrium(n: int | Point, d: int | None = None, lam: float | None
                          capacity: int | None = None, start: str = "empty") -> EquilibriumEstimate:
     """Estimate the stationary E[u_i]/n and the law of the longest queue of the supermarket model.
 
-    ``n`` queues, ``d`` choices, arrival rate ``lam`` per queue (or ``one_minus_lam``), sampling
-    with ``replacement`` (default True), or one :class:`~qlib.supermarket.point.Point` in their place.
-    Runs ``replicas`` chains from empty, burns in (``burn_in``: "coupling" certifies it by the
-    monotone coupling, "tau" uses ``burn_taus`` (20) relaxation times, "auto" takes the coupling
-    if it certifies a burn-in shorter than that, else ``burn_taus``), then adds batches of
-    ``batch_taus`` tau until
-    the 95% CI half-width of E[u_level]/n is <= ``rel_error`` x the estimate (``level``
-    default: :func:`default_level`) with at least ``min_batches`` batches per replica, or
-    ``max_steps`` measured steps per replica (default: 200 batches) are spent; with ``batches``
-    it runs exactly that many batches instead. The same
-    ``seed`` gives the same numbers. ``flows=True`` also estimates the level-flow identity's
-    residual at every level (``flow_residual``, ``flow_residual_se``). ``variant``: estimate a near
-    wrong model (:mod:`qlib.supermarket.variants`) in place of JSQ(d), with the model's tau and,
-    since the monotone coupling certifies the model's burn-in only, ``burn_taus`` tau of burn-in.
-    ``capacity`` = L: estimate the bounded model (docs/models.md#bounded-model; the coupling
-    certificate then starts its top chain at L, which sandwiches every state, and no control
-    variate is used: E[u_1] = lam n fails when arrivals are lost). ``start="perfect"``: every
-    replica starts from its own exact stationary sample of the bounded model at ``capacity`` (or
-    at k + 3 for the unbounded model, exact up to the stationary mass there, which
-    ``burn_in_method`` reports), by coupling from the past on its words of times <= 0
-    (:func:`qlib.supermarket.perfect_samples`), and needs no burn-in.
-    Returns an :class:`EquilibriumEstimate`.
+    Runs ``replicas`` chains from empty, burns them in, then adds batches of ``batch_taus``
+    relaxation times until the 95% CI half-width of E[u_level]/n is <= ``rel_error`` x the
+    estimate (with at least ``min_batches`` batches per replica) or ``max_steps`` are spent. The
+    same ``seed`` gives the same numbers.
+
+    Args:
+        n: number of queues, or a :class:`~qlib.supermarket.point.Point` in place of
+            (n, d, lam, replacement).
+        d: choices per arrival.
+        lam: arrival rate per queue (or ``one_minus_lam``).
+        rel_error: the target relative CI half-width, in (0, 1).
+        level: the level whose CI decides the stop (default: :func:`default_level`).
+        max_steps: measured steps per replica at most (default: 200 batches).
+        seed: seed of the random streams.
+        replacement: sample with replacement (default True) or without.
+        replicas: independent chains, >= 2.
+        burn_in: "coupling" (certified by the monotone coupling), "tau" (``burn_taus``
+            relaxation times) or "auto" (the coupling if it certifies a shorter burn-in).
+        burn_taus: the burn-in (and the limit of a certified one) in relaxation times.
+        batch_taus: steps per batch, in relaxation times.
+        min_batches: batches per replica at least.
+        batches: run exactly that many batches instead of stopping sequentially.
+        progress: show a progress bar toward the precision target.
+        one_minus_lam: 1 - lam in place of ``lam``.
+        flows: also estimate the level-flow identity's residual at every level
+            (``flow_residual``, ``flow_residual_se``).
+        variant: a near wrong model (:mod:`qlib.supermarket.variants`) in place of JSQ(d), run
+            with the model's tau and ``burn_taus`` of burn-in (the coupling certifies the model's
+            burn-in only).
+        tau: the relaxation time that sizes burn-in and batches (default: the point's own).
+        capacity: L for the bounded model (docs/models.md#bounded-model): the coupling's top chain
+            starts at L, which sandwiches every state, and no control variate is used.
+        start: "empty", or "perfect": every replica starts from its own exact stationary sample
+            (of the bounded model at ``capacity``, or at k + 3 for the unbounded model, exact up
+            to the stationary mass there, which ``burn_in_method`` reports; coupling from the past,
+            :func:`qlib.supermarket.perfect_samples`) and needs no burn-in.
+
+    Returns:
+        An :class:`EquilibriumEstimate`.
+
+    Raises:
+        ValueError: naming the parameter out of its range, before any compile; ``burn_in`` when
+            "coupling" does not certify a burn-in within 50 x ``burn_taus``.
     """
     point = as_point(n, d, lam, one_minus_lam=one_minus_lam, replacement=replacement, simulation=True)
     return estimate_equilibrium_many([point], rel_error=rel_error, level=level,
