@@ -19,9 +19,19 @@ from qlib.heterogeneous.exact import check_rates
 
 
 def stationary_distribution(lam: float, mus: ArrayLike) -> tuple[np.ndarray, np.ndarray]:
-    """Brute-force product form over all 2^n busy sets (n <= 12): (sets (2^n, n) bool, probs (2^n,)).
+    """Brute-force product form over all 2^n busy sets (n <= 12).
 
     The all-busy set carries the whole queue (every q). A test oracle, independent of the ESPs.
+
+    Args:
+        lam: arrival rate, in (0, sum(mus)).
+        mus: (n,) service rates > 0.
+
+    Returns:
+        (sets, probs): sets (2^n, n) bool, probs (2^n,).
+
+    Raises:
+        ValueError: naming ``lam`` or ``mus`` when out of range or n > 12.
     """
     lam_f, m = check_rates(lam, mus)
     n = m.size
@@ -119,6 +129,18 @@ def generator_solve(lam: float, mus: ArrayLike, *, queue_cap: int | None = None,
     empty) has the same law. The returned queue law is cut at the cap where rho^q < 1e-16.
     ``queue_cap=K``: the generator truncated at K waiting customers (arrivals dropped there),
     solved directly; its error is about rho^K (kept as an independent check).
+
+    Args:
+        lam: arrival rate, in (0, sum(mus)).
+        mus: (n,) service rates > 0.
+        queue_cap: None (exact) or K, the truncation of the queue.
+        policy: "random", "fastest" or "slowest".
+
+    Returns:
+        (sets (2^n, n) bool, P(busy set) summed over q, P(q = 0..cap | any set)).
+
+    Raises:
+        ValueError: naming the parameter out of its range (n <= 12).
     """
     lam_f, m = check_rates(lam, mus)
     _validate.choice("policy", policy, ("random", "fastest", "slowest"))
@@ -155,7 +177,18 @@ def _all_sets(n: int) -> np.ndarray:
 
 
 def marginals_from_sets(sets: ArrayLike, probs: ArrayLike) -> np.ndarray:
-    """P_j, (n,), from a distribution over busy sets: ``sets`` (S, n) bool, ``probs`` (S,)."""
+    """P_j from a distribution over busy sets.
+
+    Args:
+        sets: (S, n) bool busy sets.
+        probs: (S,) their probabilities.
+
+    Returns:
+        (n,) P_j.
+
+    Raises:
+        ValueError: naming ``sets`` or ``probs`` when malformed.
+    """
     sets, probs = np.asarray(sets), np.asarray(probs)
     if sets.ndim != 2 or sets.dtype != bool:
         raise ValueError(f"sets must be an (S, n) bool array; got {sets.dtype} of shape {sets.shape}")
@@ -167,18 +200,40 @@ def marginals_from_sets(sets: ArrayLike, probs: ArrayLike) -> np.ndarray:
 
 
 def fastest_busy_probabilities(lam: float, mus: ArrayLike) -> np.ndarray:
-    """Exact P_j, (n,), when informed customers join the fastest idle server (generator solve, n <= 12)."""
+    """Exact P_j when informed customers join the fastest idle server (generator solve, n <= 12).
+
+    Args:
+        lam: arrival rate, in (0, sum(mus)).
+        mus: (n,) service rates > 0.
+
+    Returns:
+        (n,) P_j in input order.
+
+    Raises:
+        ValueError: naming ``lam`` or ``mus`` when out of range or n > 12.
+    """
     sets, ps, _ = generator_solve(lam, mus, policy="fastest")
     return marginals_from_sets(sets, ps)
 
 
 def slowest_busy_probabilities(lam: float, mus: ArrayLike) -> np.ndarray:
-    """Exact P_j, (n,), when arrivals join the slowest idle server (generator solve, n <= 12).
+    """Exact P_j when arrivals join the slowest idle server (generator solve, n <= 12).
 
     A deliberately wrong routing rule (a counterfactual for Cabral's claims): it loads the slow
     servers first, so a fast server can do less work than a slower one. At lam = 3,
     mus = (3, 2, 1): P = (53/148, 211/370, 581/740) = (0.3581, 0.5703, 0.7851) and
     mu P = (1.0743, 1.1405, 0.7851), so claim 1 (P_l < P_m) holds there, while claim 2
-    (mu_1 P_1 > mu_2 P_2) and the lower end of claim 3 ((mu_2/mu_1) P_2 < P_1) fail."""
+    (mu_1 P_1 > mu_2 P_2) and the lower end of claim 3 ((mu_2/mu_1) P_2 < P_1) fail.
+
+    Args:
+        lam: arrival rate, in (0, sum(mus)).
+        mus: (n,) service rates > 0.
+
+    Returns:
+        (n,) P_j in input order.
+
+    Raises:
+        ValueError: naming ``lam`` or ``mus`` when out of range or n > 12.
+    """
     sets, ps, _ = generator_solve(lam, mus, policy="slowest")
     return marginals_from_sets(sets, ps)

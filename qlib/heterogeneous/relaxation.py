@@ -136,7 +136,18 @@ def queue_gap(lam: float, mus: ArrayLike) -> float:
 
     The chain's q >= 1 part (all servers busy) is that birth-death chain, so its spectrum
     reaches down to this value whatever the routing: 1/queue_gap is a lower bound on
-    :func:`relaxation_time` for every n (it is not an upper bound: slow servers relax slower)."""
+    :func:`relaxation_time` for every n (it is not an upper bound: slow servers relax slower).
+
+    Args:
+        lam: arrival rate, in (0, sum(mus)).
+        mus: (n,) service rates > 0.
+
+    Returns:
+        The gap, a float.
+
+    Raises:
+        ValueError: naming ``lam`` or ``mus`` when out of range.
+    """
     lam_f, m = check_rates(lam, mus)
     total = math.fsum(m)
     return (total - lam_f) ** 2 / (math.sqrt(total) + math.sqrt(lam_f)) ** 2  # no cancellation
@@ -181,6 +192,18 @@ def relaxation_time(lam: float, mus: ArrayLike, *, policy: str = "random") -> fl
     Limits: n <= :data:`RELAXATION_MAX_N` [policy] (12, or 7 for "longest_idle"; n = 12 takes
     seconds to a minute, dominated by sparse LU factors of the 2^n-state hypercube); larger n
     raises ValueError. For any n, 1/g_Q is a lower bound (the queue alone), not the value.
+
+    Args:
+        lam: arrival rate, in (0, sum(mus)).
+        mus: (n,) service rates > 0.
+        policy: one of :data:`POLICIES`.
+
+    Returns:
+        The relaxation time, in model time units.
+
+    Raises:
+        ValueError: naming the parameter out of its range, or ``mus`` when n exceeds
+            :data:`RELAXATION_MAX_N` [policy].
     """
     lam_f, m = check_rates(lam, mus)
     policy = _validate.choice("policy", policy, POLICIES)
