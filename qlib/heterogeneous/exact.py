@@ -315,8 +315,20 @@ class JointProbabilities:
 
 
 def joint_probabilities(lam: float, mus: ArrayLike) -> JointProbabilities:
-    """P(l and m busy), P(m busy, l idle), P(both idle) for all pairs. O(n^3), computed directly
-    (not from the identities, which the tests check against it)."""
+    """P(l and m busy), P(m busy, l idle), P(both idle) for all pairs, in O(n^3).
+
+    Computed directly, not from the identities (which the tests check against it).
+
+    Args:
+        lam: arrival rate, in (0, sum(mus)).
+        mus: (n,) service rates > 0.
+
+    Returns:
+        A :class:`JointProbabilities` of (n, n) arrays.
+
+    Raises:
+        ValueError: naming ``lam`` or ``mus`` when out of range.
+    """
     s = _solve(lam, mus)
     n = s.mus.size
     bb, bi, ii = np.zeros((n, n)), np.zeros((n, n)), np.zeros((n, n))
@@ -385,6 +397,17 @@ def pair_margins(lam: float, mus: ArrayLike, *, pairs: str = "adjacent") -> Pair
     other servers' x = lam/mu is deflated by x_l and then by x_m (composite deflation, see the
     module docstring). So every margin has the sign of mu_l - mu_m, with full relative accuracy.
     Cost O(n^2) for the solve plus O(n) per pair.
+
+    Args:
+        lam: arrival rate, in (0, sum(mus)).
+        mus: (n,) service rates > 0.
+        pairs: "adjacent" or "all".
+
+    Returns:
+        A :class:`PairMargins`.
+
+    Raises:
+        ValueError: naming the parameter out of its range.
     """
     pairs = _validate.choice("pairs", pairs, ("adjacent", "all"))
     s = _solve(lam, mus)

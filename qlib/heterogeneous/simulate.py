@@ -113,6 +113,17 @@ def step_probabilities(lam: float, mus: ArrayLike, *, policy: str = "random") ->
     j, in input order (mu_j/Lambda). Fractions with denominator 2^64, each within 2^-64 of the
     exact share of the float64 inputs. ``policy`` matters only through the server order the
     cut points are laid out in ("fastest": fastest first; "slowest": slowest first).
+
+    Args:
+        lam: arrival rate, in (0, sum(mus)).
+        mus: (n,) service rates > 0.
+        policy: one of :data:`POLICIES`.
+
+    Returns:
+        n + 1 Fractions: the arrival's, then each server's.
+
+    Raises:
+        ValueError: naming the parameter, also outside the resolvable range (:data:`MIN_SHARE`).
     """
     lam_f, m = check_rates(lam, mus)
     policy = _validate.choice("policy", policy, POLICIES)

@@ -215,6 +215,20 @@ def meeting_times_many(points: Sequence[tuple | Point], *, replicas: int, top_le
     P-1); ``bottom`` and ``top`` one start for all points or a list of one
     per point. Lanes are ordered by ``max_steps``; every lane stops at its own ``max_steps``,
     and the run ends as soon as every replica of every point has met.
+
+    Args:
+        points: (n, d, lam) or Points, or (n, d) with ``one_minus_lam``.
+        replicas: pairs per point.
+        top_length, max_steps: an int or one per point.
+        seeds: one per point.
+        one_minus_lam, replacement, bottom, top, ordered, levels, progress, capacity: as in
+            :func:`meeting_times`; ``bottom`` and ``top`` may be one per point.
+
+    Returns:
+        One (replicas,) array of meeting times per point.
+
+    Raises:
+        ValueError: naming the parameter (``points[j]`` for a point), before any compile.
     """
     if isinstance(points, (str, bytes)) or not isinstance(points, Sequence) or len(points) < 1:
         raise ValueError(f"points must be a non-empty sequence of (n, d, lam); got {points!r}")
@@ -383,6 +397,22 @@ def coupled_paths(n: int | Point, d: int | None = None, lam: float | None = None
     at which two of these chains agree is the meeting time that function reports. Frames are
     taken at steps 0, ``record_every``, ..., ``steps`` (``steps`` must be a multiple of
     ``record_every``). Each chain alone is the supermarket count chain (tested).
+
+    Args:
+        n, d, lam, one_minus_lam, replacement: the point, as in :func:`meeting_times`.
+        starts: the starts, one chain each.
+        steps: steps recorded, a multiple of ``record_every``.
+        replicas: independent sets of coupled chains.
+        seed: seed of the random streams.
+        record_every: steps between frames.
+        levels: the initial number of tracked lengths.
+        progress: show a progress bar.
+
+    Returns:
+        A :class:`CoupledPaths`.
+
+    Raises:
+        ValueError: naming the parameter out of its range, before any compile.
     """
     point = as_point(n, d, lam, one_minus_lam=one_minus_lam, replacement=replacement, simulation=True)
     replacement = point.replacement
@@ -445,6 +475,15 @@ def l1_distance(counts_a: Any, counts_b: Any) -> np.ndarray:
     order (the cheapest way to move customers from one state to the other); for ordered
     coupled chains it is the excess number of customers D of the upper one. The shorter
     vector is padded with zeros.
+
+    Args:
+        counts_a, counts_b: count vectors, levels on the last axis, the other axes equal.
+
+    Returns:
+        The distances, over the leading axes.
+
+    Raises:
+        ValueError: naming the argument that is not a count array.
     """
     a, b = V.int_array("counts_a", counts_a), V.int_array("counts_b", counts_b)
     if a.ndim < 1 or b.ndim < 1 or a.shape[:-1] != b.shape[:-1]:
@@ -473,6 +512,18 @@ def tv_distance(samples: Any, reference: Any, *, reference_is_pmf: bool = False,
     reference quantiles) before comparing: the TV of grouped laws is a LOWER bound on the TV
     of the laws themselves, and grouping keeps the sampling noise (see :func:`tv_noise_floor`)
     small when the values are spread over many integers (u_k at large n).
+
+    Args:
+        samples: integer values, replicas on the last axis.
+        reference: a sample of the reference law, or its pmf.
+        reference_is_pmf: ``reference`` is a pmf on 0, 1, 2, ....
+        bins: group the values into that many cells of equal reference mass (None: no grouping).
+
+    Returns:
+        One distance per leading index of ``samples``.
+
+    Raises:
+        ValueError: naming the argument that is malformed.
     """
     x = V.array("samples", samples)
     if x.ndim < 1 or x.shape[-1] < 1 or x.dtype.kind not in "iuf" or np.any(~np.isfinite(x)):
@@ -524,6 +575,17 @@ def tv_noise_floor(pmf: Any, size: int, reference_size: int | None = None) -> fl
     empirical TV exceeds the true one by at most 0.5 sum_j sqrt(p_j(1 - p_j)/size) on average
     (plus the same term for a reference sample of ``reference_size``). Deviations beyond that
     are sub-Gaussian: one sample moves the TV by at most 1/size (McDiarmid).
+
+    Args:
+        pmf: the law p.
+        size: samples behind the empirical law.
+        reference_size: samples behind a reference sample (None: the reference is exact).
+
+    Returns:
+        The bound on the expected bias.
+
+    Raises:
+        ValueError: naming the argument that is malformed.
     """
     try:
         p = np.asarray(pmf, dtype=float)
