@@ -48,6 +48,19 @@ def exact_coupling(n: int, d: int, lam: float, *, bottom: Sequence[int], top: Se
     the breakpoints g(u_i), g(u'_i), so transition probabilities are exact interval lengths.
     Arrivals at length ``cap`` are lost (keep ``cap`` well above every length you expect).
     ``bottom``/``top`` are counts u_0..u_m (u_0 = n). Returns an :class:`ExactCoupling`.
+
+    Args:
+        n, d, lam, replacement: the point (small n).
+        bottom, top: the starts, counts u_0..u_m (u_0 = n).
+        steps: steps of the law to compute.
+        level: the level whose laws are reported.
+        cap: the largest length kept, in [1, 40].
+
+    Returns:
+        An :class:`ExactCoupling`.
+
+    Raises:
+        ValueError: naming the parameter out of its range, or ``steps`` when the laws would not fit.
     """
     import scipy.sparse as sp
     import scipy.sparse.linalg as spla

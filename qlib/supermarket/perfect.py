@@ -144,8 +144,20 @@ def coalescence_lower_bound(n: int, capacity: int) -> int:
 
 def capacity_for(d: int, lam: float | None = None, *, one_minus_lam: float | None = None, extra: int = 3
                  ) -> int:
-    """k + ``extra``, the capacity at which the notebooks compare the bounded model with the
-    unbounded one (k the predicted maximum; at d = 1, where there is no k, ValueError)."""
+    """k + ``extra``: the capacity at which the notebooks compare the bounded model with the unbounded one.
+
+    Args:
+        d: choices per arrival, >= 2 (k is finite only then).
+        lam: arrival rate per queue (or ``one_minus_lam``).
+        one_minus_lam: 1 - lam in place of ``lam``.
+        extra: levels above k, >= 0.
+
+    Returns:
+        The capacity.
+
+    Raises:
+        ValueError: naming ``d`` at d = 1, or the parameter out of its range.
+    """
     k = predicted_max_length(d, lam, one_minus_lam=one_minus_lam)
     if not math.isfinite(k):
         raise ValueError("d must be >= 2 for capacity_for (at d = 1 the maximum does not concentrate); "
@@ -190,6 +202,20 @@ def perfect_samples(n: int | Point, d: int | None = None, lam: float | None = No
     anything compiles, and if a replica has not coalesced from the largest T within it, a
     ValueError names ``max_steps`` with how many had. ``seed`` selects the streams exactly as in
     ``simulate``: replica r's sample depends only on (seed, r).
+
+    Args:
+        n, d, lam, one_minus_lam, replacement: the point, as in :func:`qlib.supermarket.simulate`.
+        capacity: L, in [1, 10^4].
+        replicas: independent samples.
+        seed: seed of the streams.
+        max_steps: bound on T per replica (default 2^40), at least n L.
+
+    Returns:
+        A :class:`PerfectSamples`.
+
+    Raises:
+        ValueError: naming the parameter out of its range before anything compiles, or
+            ``max_steps`` (with how many replicas had coalesced) when a replica has not.
     """
     pt, L, R, seed, max_steps = _check(
         n, d, lam, one_minus_lam, replacement, capacity, replicas, seed, max_steps
