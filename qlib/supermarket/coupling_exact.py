@@ -7,6 +7,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
+import scipy.sparse as sp
+import scipy.sparse.linalg as spla
 
 from qlib import _validate as V
 from qlib.supermarket.point import Point
@@ -62,9 +64,6 @@ def exact_coupling(n: int, d: int, lam: float, *, bottom: Sequence[int], top: Se
     Raises:
         ValueError: naming the parameter out of its range, or ``steps`` when the laws would not fit.
     """
-    import scipy.sparse as sp
-    import scipy.sparse.linalg as spla
-
     point = Point.simulation(n, d, lam, replacement=replacement)
     n, d, lam, replacement = point.n, point.d, point.lam, point.replacement
     steps = V.integer("steps", steps, low=0)
@@ -75,58 +74,11 @@ def exact_coupling(n: int, d: int, lam: float, *, bottom: Sequence[int], top: Se
     g = all_sampled_at_least(np.arange(n + 1) / n, d, replacement=replacement, n=n)
 
     V.memory("steps", 8.0 * (steps + 1) * (2 * n + 3), f"the laws at {steps + 1} steps")
-
-    def norm(name, u):
-        a = V.int_array(name, u)
-        if a.ndim != 1 or a.size < 1 or a[0] != n or np.any(a < 0) or np.any(np.diff(a) > 0):
-            raise ValueError(
-                f"{name} must be counts u_0..u_m with u_0 = n = {n}, non-negative and non-increasing; "
-                f"got {u!r}"
-            )
-        u = [int(v) for v in a[1:]] + [0] * cap
-        return tuple(u[:cap])
-
-    def move(u, arrival, lv):
-        u = list(u)
-        if arrival:
-            if lv < cap:
-                u[lv] += 1  # u_{lv+1}: index lv in u_1..u_cap
-        elif lv >= 1:
-            u[lv - 1] -= 1
-        return tuple(u)
-
-    pa = lam / (1 + lam)
-    start = (norm("bottom", bottom), norm("top", top))
+    start = (_start_counts("bottom", bottom, n, cap), _start_counts("top", top, n, cap))
     if any(a > b for a, b in zip(*start)):
         raise ValueError("bottom must be <= top in every count")
-    index, states, trans = {start: 0}, [start], []
-    j = 0
-    while j < len(states):
-        lo, hi = states[j]
-        out: dict = {}
-        if True:  # met pairs keep moving (together): their marginals still evolve
-            cuts = sorted({0.0, 1.0} | {float(g[v]) for v in lo + hi})
-            for a, b in zip(cuts[:-1], cuts[1:]):
-                if b > a:
-                    x = (a + b) / 2
-                    nxt = (move(lo, True, _level_exact(lo, True, x, n, g)),
-                           move(hi, True, _level_exact(hi, True, x, n, g)))
-                    out[nxt] = out.get(nxt, 0.0) + pa * (b - a)
-            for r in range(n):
-                nxt = (move(lo, False, _level_exact(lo, False, r, n, g)),
-                       move(hi, False, _level_exact(hi, False, r, n, g)))
-                out[nxt] = out.get(nxt, 0.0) + (1 - pa) / n
-        for s, p in out.items():
-            if s not in index:
-                index[s] = len(states)
-                states.append(s)
-            trans.append((j, index[s], p))
-        j += 1
-        if len(states) > 300_000:
-            raise ValueError(f"n = {n}, cap = {cap}: the pair chain has too many states; lower cap")
+    states, P = _pair_chain(start, n, g, cap, lam / (1 + lam))
     S = len(states)
-    rows, cols, vals = zip(*trans)
-    P = sp.csr_matrix((vals, (rows, cols)), shape=(S, S))
     met = np.array([lo == hi for lo, hi in states])
     # E[T] from the start: (I - Q) m = 1 on the unmet states
     keep = np.nonzero(~met)[0]
@@ -148,3 +100,55 @@ def exact_coupling(n: int, d: int, lam: float, *, bottom: Sequence[int], top: Se
         mu = PT @ mu
     return ExactCoupling(survival=np.array(surv), mean=mean, bottom_law=np.array(blaw),
                          top_law=np.array(tlaw), states=S)
+
+
+def _start_counts(name: str, u, n: int, cap: int) -> tuple:
+    """u_1..u_cap of a start given as counts u_0..u_m (u_0 = n), validated."""
+    a = V.int_array(name, u)
+    if a.ndim != 1 or a.size < 1 or a[0] != n or np.any(a < 0) or np.any(np.diff(a) > 0):
+        raise ValueError(f"{name} must be counts u_0..u_m with u_0 = n = {n}, non-negative and "
+                         f"non-increasing; got {u!r}")
+    u = [int(v) for v in a[1:]] + [0] * cap
+    return tuple(u[:cap])
+
+
+def _move(u: tuple, arrival: bool, lv: int, cap: int) -> tuple:
+    """The counts after an arrival at (or a departure from) level lv; arrivals at cap are lost."""
+    u = list(u)
+    if arrival:
+        if lv < cap:
+            u[lv] += 1  # u_{lv+1}: index lv in u_1..u_cap
+    elif lv >= 1:
+        u[lv - 1] -= 1
+    return tuple(u)
+
+
+def _pair_chain(start: tuple, n: int, g: np.ndarray, cap: int, pa: float):
+    """(states, P): the pair chain's states reachable from ``start`` and its transition matrix."""
+    index, states, trans = {start: 0}, [start], []
+    j = 0
+    while j < len(states):
+        lo, hi = states[j]
+        out: dict = {}
+        # met pairs keep moving (together): their marginals still evolve
+        cuts = sorted({0.0, 1.0} | {float(g[v]) for v in lo + hi})
+        for a, b in zip(cuts[:-1], cuts[1:]):
+            if b > a:
+                x = (a + b) / 2
+                nxt = (_move(lo, True, _level_exact(lo, True, x, n, g), cap),
+                       _move(hi, True, _level_exact(hi, True, x, n, g), cap))
+                out[nxt] = out.get(nxt, 0.0) + pa * (b - a)
+        for r in range(n):
+            nxt = (_move(lo, False, _level_exact(lo, False, r, n, g), cap),
+                   _move(hi, False, _level_exact(hi, False, r, n, g), cap))
+            out[nxt] = out.get(nxt, 0.0) + (1 - pa) / n
+        for s, p in out.items():
+            if s not in index:
+                index[s] = len(states)
+                states.append(s)
+            trans.append((j, index[s], p))
+        j += 1
+        if len(states) > 300_000:
+            raise ValueError(f"n = {n}, cap = {cap}: the pair chain has too many states; lower cap")
+    rows, cols, vals = zip(*trans)
+    return states, sp.csr_matrix((vals, (rows, cols)), shape=(len(states), len(states)))
