@@ -1,4 +1,5 @@
-# make test     — set up (a .venv unless an environment is active) and run the test-suite,
+# make lint     — ruff over qlib, tests and benchmarks (make test runs it first).
+# make test     — set up (a .venv unless an environment is active), lint and run the test-suite,
 #                 which executes every notebook in smoke mode (about 5.2 min from a fresh clone on
 #                 a 2-core machine, setup included; largest process under 3 GB: README, Tests).
 # make test-quick — the same without the slow tests (notebook execution): the quick local loop.
@@ -20,7 +21,7 @@ PY := python
 endif
 STAMP := $(if $(VENV),$(VENV),.)/.qlib-installed
 
-.PHONY: setup test test-quick validate mutants figures bench bench-quick browser-test claims clean
+.PHONY: setup lint test test-quick validate mutants figures bench bench-quick browser-test claims clean
 
 # The install: uv where it installs (parallel downloads and unpacking: ~25 s from nothing on the
 # 2-core machine, against ~50 s for pip), else pip (>= 21.3 for an editable install from
@@ -43,7 +44,11 @@ setup: $(STAMP)
 # up once (--dist loadgroup interleaves files and builds a module fixture again: 7.3 min against 6.9)
 JOBS ?= 2
 
-test: setup
+# the linter (ruff, configured in pyproject.toml), run first by make test
+lint: setup
+	$(PY) -m ruff check qlib tests benchmarks
+
+test: setup lint
 	$(PY) -m pytest -n $(JOBS) --dist loadfile --durations=15
 
 test-quick: setup

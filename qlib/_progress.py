@@ -6,7 +6,8 @@ Every long loop (simulation chunks, sweeps over points, notebook cells) reports 
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Iterator, TypeVar
+from collections.abc import Iterable, Iterator
+from typing import Any, TypeVar
 
 T = TypeVar("T")
 
@@ -23,7 +24,7 @@ class _NoBar:
     def close(self) -> None:
         pass
 
-    def __enter__(self) -> "_NoBar":
+    def __enter__(self) -> _NoBar:
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -51,7 +51,9 @@ def replica_states_np(seed: int, replicas, stream: int = 0) -> np.ndarray:
     """:func:`replica_states` computed with NumPy on the host (the same uint64 arithmetic, so the
     same bits), without a JAX dispatch: (replicas.shape) uint64."""
     with np.errstate(over="ignore"):
-        s = _mix64_np(np.array([seed & 0xFFFFFFFFFFFFFFFF], np.uint64) * np.uint64(GOLDEN) + np.uint64(stream))
+        s = _mix64_np(
+            np.array([seed & 0xFFFFFFFFFFFFFFFF], np.uint64) * np.uint64(GOLDEN) + np.uint64(stream)
+        )
         r = np.asarray(replicas).astype(np.uint64)
         return _mix64_np(_mix64_np(s ^ _mix64_np(r + np.uint64(1))) + np.uint64(GOLDEN))
 

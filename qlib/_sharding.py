@@ -22,7 +22,8 @@ import functools
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+from jax.sharding import Mesh, NamedSharding
+from jax.sharding import PartitionSpec as P
 
 AXIS = "replicas"
 
@@ -58,7 +59,7 @@ def lane_devices(lanes: int) -> tuple:
     return tuple(devs[: max(1, min(len(devs), lanes))])
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _mesh(devices: tuple) -> Mesh:
     return Mesh(np.array(devices), (AXIS,))
 

@@ -27,7 +27,9 @@ def real(name: str, value: object, *, low: float | None = None, high: float | No
     except OverflowError:  # an int beyond float64
         v = math.inf
     if math.isnan(v) or math.isinf(v):
-        raise ValueError(f"{name} must be a finite real number{_range(low, high, low_open, high_open)}; got {value!r}")
+        raise ValueError(
+            f"{name} must be a finite real number{_range(low, high, low_open, high_open)}; got {value!r}"
+        )
     if low is not None and (v <= low if low_open else v < low):
         raise ValueError(f"{name} must be{_range(low, high, low_open, high_open)}; got {v!r}")
     if high is not None and (v >= high if high_open else v > high):

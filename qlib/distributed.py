@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import Sequence
+from collections.abc import Sequence
 
 NUM_PROCESSES_ENV = "QLIB_NUM_PROCESSES"
 PROCESS_ID_ENV = "QLIB_PROCESS_ID"

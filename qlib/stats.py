@@ -111,7 +111,9 @@ def fit_power_law(x: Any, samples: Any, *, boot: int = 2000, seed: int = 0) -> P
     if y.ndim != 2 or y.shape[0] != x.size or y.shape[1] < 2:
         raise ValueError(f"samples must have shape (len(x), replicas >= 2) = ({x.size}, R); got {y.shape}")
     if np.any(~np.isfinite(y)) or np.any(y <= 0):
-        raise ValueError("samples must be finite and positive (inf = a replica that never met: raise max_steps)")
+        raise ValueError(
+            "samples must be finite and positive (inf = a replica that never met: raise max_steps)"
+        )
     boot = V.integer("boot", boot, low=10)
     lx = np.log(x)
 

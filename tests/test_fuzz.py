@@ -161,7 +161,9 @@ def assert_supermarket_result(r: S.SupermarketResult) -> None:
     assert B.shape[0] == R and B.shape[2] == L + 1
     assert_tails(B)
     lengths = np.diff([(r.steps * b) // B.shape[1] for b in range(B.shape[1] + 1)])
-    assert np.allclose((B * lengths[None, :, None]).sum(axis=1) / r.steps, r.tail_fraction, rtol=0, atol=1e-12)
+    assert np.allclose(
+        (B * lengths[None, :, None]).sum(axis=1) / r.steps, r.tail_fraction, rtol=0, atol=1e-12
+    )
     assert r.state.shape == (R,) and r.state.dtype == np.uint64
     assert 0 < r.one_minus_lam < 1 and 0 < r.lam < 1
     # every step moves at most one customer
@@ -196,11 +198,15 @@ def test_garbage_scalars():
 # --------------------------------------------------------------------------- supermarket: runs
 
 def _n_d(data, *, small: bool = False) -> tuple[int, int, bool]:
-    n = data.draw(st.integers(1, 6) if small else st.integers(1, 6) | st.sampled_from([10**9, 3 * 10**9, 2**32 - 1]),
-                  label="n")
+    n = data.draw(
+        st.integers(1, 6) if small else st.integers(1, 6) | st.sampled_from([10**9, 3 * 10**9, 2**32 - 1]),
+        label="n",
+    )
     replacement = data.draw(st.booleans(), label="replacement")
-    d = data.draw(st.integers(1, 4) if small else st.integers(1, 4) | st.sampled_from([45, 10**9, 10**18, 2**63 - 1]),
-                  label="d")
+    d = data.draw(
+        st.integers(1, 4) if small else st.integers(1, 4) | st.sampled_from([45, 10**9, 10**18, 2**63 - 1]),
+        label="d",
+    )
     if not replacement:
         d = min(d, n)
     return n, d, replacement
@@ -264,13 +270,38 @@ def test_simulate_many(data):
             oml.append(data.draw(st.sampled_from([0.5, 0.1, 1e-9]), label="1-lam"))
         else:
             pts.append((n, d, data.draw(st.floats(0.05, 0.95), label="lam")))
-    kw = dict(points=pts, steps=data.draw(st.integers(4, 32) | st.lists(st.integers(4, 32), min_size=P, max_size=P),
-                                          label="steps"),
-              replicas=data.draw(st.integers(1, 2), label="replicas"), seeds=None, burn_in=0, initial="empty",
-              replacement=True, batches=data.draw(st.integers(1, 2), label="batches"), record_every=None,
-              levels=16, one_minus_lam=oml if eps else None, progress=False)
-    kw, valid = spoil(data, kw, extra=dict(points=[[(3, 2, 1.0)], [(0, 2, 0.5)], [(3, 0, 0.5)], [(3, 2)], [3, 2, 0.5],
-                                                   "abc", [], [(3, 2, 0.5, 1)]]))
+    kw = dict(
+        points=pts,
+        steps=data.draw(
+            st.integers(4, 32) | st.lists(st.integers(4, 32), min_size=P, max_size=P), label="steps"
+        ),
+        replicas=data.draw(st.integers(1, 2), label="replicas"),
+        seeds=None,
+        burn_in=0,
+        initial="empty",
+        replacement=True,
+        batches=data.draw(st.integers(1, 2), label="batches"),
+        record_every=None,
+        levels=16,
+        one_minus_lam=oml if eps else None,
+        progress=False,
+    )
+    kw, valid = spoil(
+        data,
+        kw,
+        extra=dict(
+            points=[
+                [(3, 2, 1.0)],
+                [(0, 2, 0.5)],
+                [(3, 0, 0.5)],
+                [(3, 2)],
+                [3, 2, 0.5],
+                "abc",
+                [],
+                [(3, 2, 0.5, 1)],
+            ]
+        ),
+    )
     out = call(S.simulate_many, kw, valid=valid)
     if out is None:
         return
@@ -285,10 +316,21 @@ def test_meeting_times(data):
     n, d, replacement = _n_d(data)
     top_length = data.draw(st.integers(0, 4), label="top_length")
     max_steps = data.draw(st.integers(1, 400), label="max_steps")
-    kw = dict(n=n, d=d, **lam_kw(data), replicas=data.draw(st.integers(1, 3), label="replicas"),
-              seed=data.draw(st.integers(0, 2**63 - 1), label="seed"), top_length=top_length, max_steps=max_steps,
-              replacement=replacement, bottom="empty", top=None, ordered=data.draw(st.booleans(), label="ordered"),
-              levels=8, progress=False)
+    kw = dict(
+        n=n,
+        d=d,
+        **lam_kw(data),
+        replicas=data.draw(st.integers(1, 3), label="replicas"),
+        seed=data.draw(st.integers(0, 2**63 - 1), label="seed"),
+        top_length=top_length,
+        max_steps=max_steps,
+        replacement=replacement,
+        bottom="empty",
+        top=None,
+        ordered=data.draw(st.booleans(), label="ordered"),
+        levels=8,
+        progress=False,
+    )
     kw, valid = spoil(data, kw, extra=BAD_LAM)
     T = call(S.meeting_times, kw, valid=valid)
     if T is None:
@@ -328,13 +370,24 @@ def test_meeting_times_many(data):
 def test_coupled_paths(data):
     n, d, replacement = _n_d(data, small=True)
     lk = lam_kw(data, extremes=False)
-    starts = ["empty"] + data.draw(st.lists(st.sampled_from(["fluid", "top"]), min_size=1, max_size=2), label="starts")
+    starts = ["empty"] + data.draw(
+        st.lists(st.sampled_from(["fluid", "top"]), min_size=1, max_size=2), label="starts"
+    )
     starts = [{"counts": S.counts_all_at(n, 3)} if s == "top" else s for s in starts]
     record_every = data.draw(st.integers(1, 4), label="record_every")
-    kw = dict(n=n, d=d, **lk, starts=starts, steps=record_every * data.draw(st.integers(1, 8), label="frames"),
-              replicas=data.draw(st.integers(1, 2), label="replicas"), seed=data.draw(st.integers(0, 99), label="seed"),
-              record_every=record_every, replacement=replacement, levels=_levels_for(n, d, lk, starts, replacement),
-              progress=False)
+    kw = dict(
+        n=n,
+        d=d,
+        **lk,
+        starts=starts,
+        steps=record_every * data.draw(st.integers(1, 8), label="frames"),
+        replicas=data.draw(st.integers(1, 2), label="replicas"),
+        seed=data.draw(st.integers(0, 99), label="seed"),
+        record_every=record_every,
+        replacement=replacement,
+        levels=_levels_for(n, d, lk, starts, replacement),
+        progress=False,
+    )
     kw, valid = spoil(data, kw, extra=BAD_LAM)
     p = call(S.coupled_paths, kw, valid=valid)
     if p is None:
@@ -359,9 +412,14 @@ def test_coupled_paths(data):
 @given(st.data())
 def test_initial_counts(data):
     n, d, replacement = _n_d(data)
-    start = data.draw(st.sampled_from(["empty", "fluid"]) | st.builds(lambda k: {"counts": S.counts_all_at(n, k)},
-                                                                      st.integers(0, 3)), label="initial")
-    kw, valid = spoil(data, dict(n=n, d=d, **lam_kw(data), initial=start, replacement=replacement), extra=BAD_LAM)
+    start = data.draw(
+        st.sampled_from(["empty", "fluid"])
+        | st.builds(lambda k: {"counts": S.counts_all_at(n, k)}, st.integers(0, 3)),
+        label="initial",
+    )
+    kw, valid = spoil(
+        data, dict(n=n, d=d, **lam_kw(data), initial=start, replacement=replacement), extra=BAD_LAM
+    )
     u = call(S.initial_counts, kw, valid=valid)
     if u is not None:
         assert_counts(u, int(u[..., 0].max()))
@@ -412,8 +470,17 @@ def test_theory(data):
             drift = call(S.fluid_drift, dict(s=s[1:], d=d, **lk, replacement=replacement, n=n), valid=True)
             assert np.all(np.isfinite(drift)) and np.all(np.abs(drift[:-1]) <= 1e-9)
 
-    kw, valid = spoil(data, dict(s=data.draw(st.lists(st.floats(-0.5, 1.5), min_size=1, max_size=4), label="s"),
-                                 d=d, **lk, replacement=replacement, n=n), extra=BAD_LAM)
+    kw, valid = spoil(
+        data,
+        dict(
+            s=data.draw(st.lists(st.floats(-0.5, 1.5), min_size=1, max_size=4), label="s"),
+            d=d,
+            **lk,
+            replacement=replacement,
+            n=n,
+        ),
+        extra=BAD_LAM,
+    )
     drift = call(S.fluid_drift, kw, valid=valid)
     if drift is not None:
         assert drift.shape == np.asarray(kw["s"]).shape and np.all(np.isfinite(drift))
@@ -473,7 +540,9 @@ def test_refined_mean_field(data):
         return
     assert_tails(rmf.fixed_point)
     assert np.all(np.isfinite(rmf.correction)) and np.all(np.isfinite(rmf.covariance))
-    assert np.allclose(rmf.covariance, rmf.covariance.T, atol=1e-12) and np.all(np.diag(rmf.covariance) >= -1e-12)
+    assert np.allclose(rmf.covariance, rmf.covariance.T, atol=1e-12) and np.all(
+        np.diag(rmf.covariance) >= -1e-12
+    )
     assert math.isfinite(rmf.relaxation_time) and rmf.relaxation_time > 0
     for n in (1, 10, 10**6):
         assert np.all(np.isfinite(rmf.tail_fraction(n)))
@@ -507,7 +576,9 @@ def test_exact_equilibrium(data):
             assert abs(t[1] - lam) <= 1e-5
         if n == 1:  # M/M/1: P(length >= i) = lam^i
             assert np.allclose(t, lam ** np.arange(levels + 1), rtol=0, atol=1e-5)
-        eq = call(S.exact_equilibrium, dict(n=n, d=d, lam=lam, replacement=replacement, tol=kw["tol"]), valid=True)
+        eq = call(
+            S.exact_equilibrium, dict(n=n, d=d, lam=lam, replacement=replacement, tol=kw["tol"]), valid=True
+        )
         assert_tails(eq.tail_fraction)
         assert_law(eq.max_length_distribution, atol=1e-5)
         assert_law(eq.queue_length_distribution, atol=1e-5)
@@ -535,7 +606,9 @@ def test_estimators(data):
         tv = np.asarray(tv)
         assert np.all(np.isfinite(tv)) and np.all((tv >= 0) & (tv <= 1 + 1e-12))
     pmf = np.array(data.draw(st.lists(st.floats(0, 1), min_size=1, max_size=4), label="pmf"))
-    kw, valid = spoil(data, dict(pmf=pmf, size=data.draw(st.integers(1, 100), label="size"), reference_size=None))
+    kw, valid = spoil(
+        data, dict(pmf=pmf, size=data.draw(st.integers(1, 100), label="size"), reference_size=None)
+    )
     f = call(S.tv_noise_floor, kw, valid=valid)
     if f is not None:
         assert math.isfinite(f) and f >= 0
@@ -546,13 +619,26 @@ def test_estimators(data):
 def test_exact_coupling_and_direct(data):
     n = data.draw(st.integers(1, 3), label="n")
     lam = data.draw(st.floats(0.1, 0.8), label="lam")
-    kw = dict(n=n, d=2, lam=lam, bottom=[n], top=S.counts_all_at(n, data.draw(st.integers(0, 3), label="top")),
-              steps=data.draw(st.integers(0, 20), label="steps"), level=1, cap=5, replacement=True)
+    kw = dict(
+        n=n,
+        d=2,
+        lam=lam,
+        bottom=[n],
+        top=S.counts_all_at(n, data.draw(st.integers(0, 3), label="top")),
+        steps=data.draw(st.integers(0, 20), label="steps"),
+        level=1,
+        cap=5,
+        replacement=True,
+    )
     kw, valid = spoil(data, kw, extra=dict(lam=BAD_LAM["lam"]))
     ex = call(S.exact_coupling, kw, valid=valid)
     if ex is not None:
         s = ex.survival
-        assert np.all(np.isfinite(s)) and np.all((s >= -1e-12) & (s <= 1 + 1e-12)) and np.all(np.diff(s) <= 1e-12)
+        assert (
+            np.all(np.isfinite(s))
+            and np.all((s >= -1e-12) & (s <= 1 + 1e-12))
+            and np.all(np.diff(s) <= 1e-12)
+        )
         assert_law(ex.bottom_law, atol=1e-9)
         assert_law(ex.top_law, atol=1e-9)
         assert math.isfinite(ex.mean) and ex.mean >= 0
@@ -575,20 +661,40 @@ def _rates(data, *, max_n: int = 5) -> tuple[float, list[float]]:
 
 def _bad_rates(mus) -> dict:
     total = math.fsum(mus) if all(isinstance(m, float) for m in mus) else 1.0
-    return dict(lam=[total, 2 * total, -1.0, 0.0, math.nan],
-                mus=[[1.0, -1.0], [0.0], [True, True], ["1", "2"], [[1.0]], [1.0, math.inf], [], [1.0, math.nan],
-                     np.array([1, 2], dtype=object), [1e-300, 1e300]])
+    return dict(
+        lam=[total, 2 * total, -1.0, 0.0, math.nan],
+        mus=[
+            [1.0, -1.0],
+            [0.0],
+            [True, True],
+            ["1", "2"],
+            [[1.0]],
+            [1.0, math.inf],
+            [],
+            [1.0, math.nan],
+            np.array([1, 2], dtype=object),
+            [1e-300, 1e300],
+        ],
+    )
 
 
 @fuzz(30)
 @given(st.data())
 def test_heterogeneous_simulate(data):
     lam, mus = _rates(data, max_n=4)
-    kw = dict(lam=lam, mus=mus, steps=data.draw(st.integers(1, 200), label="steps"),
-              replicas=data.draw(st.integers(1, 3), label="replicas"),
-              seed=data.draw(st.integers(0, 2**64 - 1), label="seed"), burn_in=data.draw(st.integers(0, 20), label="b"),
-              policy=data.draw(st.sampled_from(H.POLICIES), label="policy"), initial=None, chunk=None,
-              progress=False, kernel=data.draw(st.sampled_from(["auto", "array"]), label="kernel"))
+    kw = dict(
+        lam=lam,
+        mus=mus,
+        steps=data.draw(st.integers(1, 200), label="steps"),
+        replicas=data.draw(st.integers(1, 3), label="replicas"),
+        seed=data.draw(st.integers(0, 2**64 - 1), label="seed"),
+        burn_in=data.draw(st.integers(0, 20), label="b"),
+        policy=data.draw(st.sampled_from(H.POLICIES), label="policy"),
+        initial=None,
+        chunk=None,
+        progress=False,
+        kernel=data.draw(st.sampled_from(["auto", "array"]), label="kernel"),
+    )
     kw, valid = spoil(data, kw, extra=_bad_rates(mus))
     r = call(H.simulate, kw, valid=valid)
     if r is None:
@@ -632,8 +738,11 @@ def test_heterogeneous_exact(data):
     q = H.mean_queue_length(**kw)
     assert math.isfinite(q) and q >= 0
     assert H.mean_number_in_system(**kw) >= P.sum() * (1 - 1e-12)
-    pm = call(H.pair_margins, dict(**kw, pairs=data.draw(st.sampled_from(["adjacent", "all"]) | garbage, label="pairs")),
-              valid=False)
+    pm = call(
+        H.pair_margins,
+        dict(**kw, pairs=data.draw(st.sampled_from(["adjacent", "all"]) | garbage, label="pairs")),
+        valid=False,
+    )
     if pm is not None:  # Cabral's claims hold: every margin of a pair with mu_l > mu_m is >= 0
         for a in (pm.busy_margin, pm.effective_rate_margin, pm.band_margin):
             assert np.all(np.isfinite(a)) and np.all(a >= 0)

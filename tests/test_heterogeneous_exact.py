@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import qlib.heterogeneous as H
-import qlib.heterogeneous.exact as E
+import qlib.heterogeneous.relaxation as relax
 
 WORKED_LAM, WORKED_MUS = 3.0, np.array([3.0, 2.0, 1.0])
 
@@ -445,7 +445,7 @@ def test_relaxation_time_matches_a_dense_eigen_solve(policy, lam, mus):
     mus = np.array(mus)
     raw = _dense_gap(_dense_generator(lam, mus, policy, 24))  # (raw -Q is ill-conditioned: keep K small)
     assert raw < 0.9 * H.queue_gap(lam, mus)
-    both = [E._truncated_gap(lam, mus, policy, 24, dense=dense) for dense in (True, False)]
+    both = [relax._truncated_gap(lam, mus, policy, 24, dense=dense) for dense in (True, False)]
     assert both[0] == pytest.approx(both[1], rel=1e-11)  # every eigenvalue vs shift-invert near 0
     assert both[0] == pytest.approx(raw, rel=1e-7)
     assert H.relaxation_time(lam, mus, policy=policy) == pytest.approx(1 / raw, rel=1e-7)
@@ -462,8 +462,15 @@ def test_relaxation_time_of_mm1(rho):
             1 / (math.sqrt(mu) - math.sqrt(lam)) ** 2, rel=1e-12)
     for K in (5, 40, 600):
         want = lam + mu - 2 * math.sqrt(lam * mu) * math.cos(math.pi / (K + 2))
-        for policy, dense in (("random", K < 100), ("random", False), ("fastest", K < 100), ("fastest", False)):
-            assert E._truncated_gap(lam, np.array([mu]), policy, K, dense=dense) == pytest.approx(want, rel=1e-9)
+        for policy, dense in (
+            ("random", K < 100),
+            ("random", False),
+            ("fastest", K < 100),
+            ("fastest", False),
+        ):
+            assert relax._truncated_gap(lam, np.array([mu]), policy, K, dense=dense) == pytest.approx(
+                want, rel=1e-9
+            )
 
 
 @pytest.mark.parametrize("policy", ["random", "slowest"])
@@ -474,10 +481,10 @@ def test_heavy_load_gap_is_the_queues(policy):
     mus = np.array([3.0, 2.0, 1.0])
     lam = 0.8 * mus.sum()
     gq = H.queue_gap(lam, mus)
-    assert E._truncated_gap(lam, mus, policy, 40) == pytest.approx(
+    assert relax._truncated_gap(lam, mus, policy, 40) == pytest.approx(
         _dense_gap(_dense_generator(lam, mus, policy, 40)), rel=1e-8)
     caps = [100, 200, 400, 800]
-    excess = np.array([E._truncated_gap(lam, mus, policy, K) - gq for K in caps])
+    excess = np.array([relax._truncated_gap(lam, mus, policy, K) - gq for K in caps])
     assert np.all(excess > 0) and np.all(np.diff(excess) < 0)
     np.testing.assert_allclose(excess[:-1] / excess[1:], 4.0, rtol=0.1)
     assert H.relaxation_time(lam, mus, policy=policy) == pytest.approx(1 / gq, rel=1e-12)
@@ -523,8 +530,8 @@ def test_relaxation_time_bounds_limits_and_scaling():
 def test_log_stationary_product_form_equals_the_solve():
     """The weights that symmetrise the generator: product form == censored-chain solve."""
     lam, mus = 2.0, np.array([4.0, 1.0, 2.5, 0.7])
-    a = E._log_stationary_q0(lam, mus, "random")
-    b = E._log_stationary_q0(lam, mus, "random", solve=True)
+    a = relax._log_stationary_q0(lam, mus, "random")
+    b = relax._log_stationary_q0(lam, mus, "random", solve=True)
     np.testing.assert_allclose(a - a[0], b - b[0], atol=1e-11)
 
 

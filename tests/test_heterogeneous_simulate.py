@@ -176,10 +176,17 @@ MAIN_DIGESTS = {
 def _digest(r: H.SimulationResult) -> str:
     """SHA-256 (first 20 hex digits) of the run's integer counters and final state."""
     h = hashlib.sha256()
-    for a in (np.rint(r.busy_fraction * r.steps), np.rint(r.throughput * r.time[:, None]),
-              np.rint(r.mean_queue * r.steps), r.arrivals, np.rint(np.nan_to_num(r.wait_fraction) * r.arrivals),
-              r.state.rng, r.state.busy, r.state.queue,
-              r.state.idle_order if r.state.idle_order is not None else np.zeros(0)):
+    for a in (
+        np.rint(r.busy_fraction * r.steps),
+        np.rint(r.throughput * r.time[:, None]),
+        np.rint(r.mean_queue * r.steps),
+        r.arrivals,
+        np.rint(np.nan_to_num(r.wait_fraction) * r.arrivals),
+        r.state.rng,
+        r.state.busy,
+        r.state.queue,
+        r.state.idle_order if r.state.idle_order is not None else np.zeros(0),
+    ):
         a = np.asarray(a)
         h.update(np.ascontiguousarray(a if a.dtype == np.uint64 else a.astype(np.int64)).tobytes())
     return h.hexdigest()[:20]
@@ -407,8 +414,17 @@ def test_numba_reference_is_bit_identical(n, policy, kernel):
 
 
 # ----------------------------------------------------------------------------- continuation
-@pytest.mark.parametrize("policy,kernel", [("random", "bits"), ("longest_idle", "bits"), ("fastest", "bits"),
-                                           ("slowest", "bits"), ("random", "array"), ("longest_idle", "array")])
+@pytest.mark.parametrize(
+    "policy,kernel",
+    [
+        ("random", "bits"),
+        ("longest_idle", "bits"),
+        ("fastest", "bits"),
+        ("slowest", "bits"),
+        ("random", "array"),
+        ("longest_idle", "array"),
+    ],
+)
 def test_continuing_a_run_is_exact(policy, kernel):
     """T steps then T more == 2T in one call: the same final state bit for bit, and time averages
     that combine into the whole (to rounding)."""
@@ -427,7 +443,9 @@ def test_continuing_a_run_is_exact(policy, kernel):
     waits = np.rint(first.wait_fraction * first.arrivals) + np.rint(second.wait_fraction * second.arrivals)
     np.testing.assert_allclose(waits / whole.arrivals, whole.wait_fraction, rtol=1e-13)
     # continuing on the other kernel gives the same numbers too
-    other = "array" if kernel == "bits" else ("bits" if policy != "longest_idle" or mus.size <= 16 else "array")
+    other = (
+        "array" if kernel == "bits" else ("bits" if policy != "longest_idle" or mus.size <= 16 else "array")
+    )
     third = H.simulate(lam, mus, steps=T, initial=first, policy=policy, kernel=other)
     assert_same_state(third.state, whole.state)
 
@@ -443,7 +461,13 @@ def test_result_round_trips_through_its_arrays(tmp_path, policy):
     for f in ("busy_fraction", "throughput", "mean_queue", "wait_fraction", "arrivals", "time", "mus"):
         np.testing.assert_array_equal(getattr(back, f), getattr(r, f), err_msg=f)
         assert getattr(back, f).dtype == np.asarray(getattr(r, f)).dtype, f
-    assert (back.lam, back.policy, back.steps, back.burn_in, back.seed) == (r.lam, r.policy, r.steps, r.burn_in, r.seed)
+    assert (back.lam, back.policy, back.steps, back.burn_in, back.seed) == (
+        r.lam,
+        r.policy,
+        r.steps,
+        r.burn_in,
+        r.seed,
+    )
     assert_same_state(back.state, r.state)
     assert (back.state.idle_order is None) == (policy != "longest_idle")
     assert_same_state(H.simulate(LAM5, MUS5, steps=500, initial=back, policy=policy).state,
@@ -488,18 +512,37 @@ def test_progress_bar_changes_nothing():
 
 # ----------------------------------------------------------------------------- bad input
 BAD = [
-    (dict(lam=0.0), "lam"), (dict(lam=-1.0), "lam"), (dict(lam=6.0), "lam"), (dict(lam=7.0), "lam"),
-    (dict(lam=float("nan")), "lam"), (dict(lam=True), "lam"), (dict(mus=[3.0, 0.0, 1.0]), "mus"),
-    (dict(mus=[3.0, -2.0, 1.0]), "mus"), (dict(mus=[]), "mus"), (dict(mus=[3.0, float("nan"), 1.0]), "mus"),
-    (dict(mus=[[3.0, 2.0, 1.0]]), "mus"), (dict(mus=3.0), "mus"), (dict(mus=[True, True, True]), "mus"),
-    (dict(mus=["3", "2", "1"]), "mus"), (dict(steps=0), "steps"), (dict(steps=2.5), "steps"),
-    (dict(steps=True), "steps"), (dict(burn_in=-1), "burn_in"), (dict(replicas=0), "replicas"),
-    (dict(policy="shortest"), "policy"), (dict(seed=-1), "seed"), (dict(chunk=0), "chunk"),
+    (dict(lam=0.0), "lam"),
+    (dict(lam=-1.0), "lam"),
+    (dict(lam=6.0), "lam"),
+    (dict(lam=7.0), "lam"),
+    (dict(lam=float("nan")), "lam"),
+    (dict(lam=True), "lam"),
+    (dict(mus=[3.0, 0.0, 1.0]), "mus"),
+    (dict(mus=[3.0, -2.0, 1.0]), "mus"),
+    (dict(mus=[]), "mus"),
+    (dict(mus=[3.0, float("nan"), 1.0]), "mus"),
+    (dict(mus=[[3.0, 2.0, 1.0]]), "mus"),
+    (dict(mus=3.0), "mus"),
+    (dict(mus=[True, True, True]), "mus"),
+    (dict(mus=["3", "2", "1"]), "mus"),
+    (dict(steps=0), "steps"),
+    (dict(steps=2.5), "steps"),
+    (dict(steps=True), "steps"),
+    (dict(burn_in=-1), "burn_in"),
+    (dict(replicas=0), "replicas"),
+    (dict(policy="shortest"), "policy"),
+    (dict(seed=-1), "seed"),
+    (dict(chunk=0), "chunk"),
     (dict(kernel="fast"), "kernel"),
     # resolvable range: shares of Lambda >= 2^-40, 1 - rho >= 2^-40
-    (dict(lam=1e-13), "lam"), (dict(lam=6.0 * (1 - 1e-13)), "lam"), (dict(mus=[1e9, 1e-9, 1.0]), "mus"),
+    (dict(lam=1e-13), "lam"),
+    (dict(lam=6.0 * (1 - 1e-13)), "lam"),
+    (dict(mus=[1e9, 1e-9, 1.0]), "mus"),
     # a year of compute, memory
-    (dict(steps=2**60), "steps"), (dict(steps=10**15, replicas=10**3), "steps"), (dict(replicas=10**12), "replicas"),
+    (dict(steps=2**60), "steps"),
+    (dict(steps=10**15, replicas=10**3), "steps"),
+    (dict(replicas=10**12), "replicas"),
 ]
 
 

@@ -21,4 +21,5 @@ def test_block_words_skip_and_host_seeding_are_the_same_stream():
         np.testing.assert_array_equal(np.asarray(_rng.advance(s, 5)), np.asarray(st))
         # distinct replicas, distinct seeds: distinct streams
         assert len(np.unique(np.asarray(s))) == 300
-        assert not np.array_equal(_rng.replica_states_np(1, np.arange(4)), _rng.replica_states_np(2, np.arange(4)))
+        one, two = _rng.replica_states_np(1, np.arange(4)), _rng.replica_states_np(2, np.arange(4))
+        assert not np.array_equal(one, two)

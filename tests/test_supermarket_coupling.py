@@ -14,8 +14,8 @@ import pytest
 
 import qlib.supermarket as sm
 from qlib import stats
-from qlib.supermarket import coupling as C
 from qlib.supermarket import counts_all_at, counts_from_lengths
+from qlib.supermarket import coupling as C
 
 Z = 5.0
 LEVELS = 14  # one level count for every small-n run: one compile
@@ -28,7 +28,9 @@ def _mcdiarmid(size: int, delta: float = 1e-7) -> float:
 
 # --------------------------------------------------------------------------- exact meeting law
 
-@pytest.mark.parametrize("n,d,lam,top,replacement,R", [(3, 2, 0.6, 3, True, 4000), (2, 2, 0.6, 3, False, 1000)])
+@pytest.mark.parametrize(
+    "n,d,lam,top,replacement,R", [(3, 2, 0.6, 3, True, 4000), (2, 2, 0.6, 3, False, 1000)]
+)
 def test_meeting_time_law_matches_exact_pair_chain(n, d, lam, top, replacement, R):
     # cap 8: arrivals beyond length 8 are lost in the oracle; this moves E[T] by < 0.1 here
     # (cap 10 gives 51.09 against 51.01), far below 5 SE of the simulated mean (~3).
@@ -185,7 +187,9 @@ def test_validation_errors_before_compile():
     with pytest.raises(ValueError, match="replicas"):
         C.meeting_times(10, 2, 0.5, replicas=0, seed=0, top_length=3, max_steps=10)
     with pytest.raises(ValueError, match="lower start"):
-        C.meeting_times(10, 2, 0.5, replicas=2, seed=0, top_length=1, max_steps=10, bottom=counts_all_at(10, 2))
+        C.meeting_times(
+            10, 2, 0.5, replicas=2, seed=0, top_length=1, max_steps=10, bottom=counts_all_at(10, 2)
+        )
     with pytest.raises(ValueError, match="multiple"):
         C.coupled_paths(10, 2, 0.5, ["empty"], steps=10, replicas=2, seed=0, record_every=3)
     with pytest.raises(ValueError, match="starts"):
@@ -205,8 +209,9 @@ def test_meeting_times_many_is_a_loop_of_single_calls():
     # unordered starts, one per point
     bottoms = ["fluid", "empty"]
     tops = [np.array([30, 30, 20, 10]), counts_all_at(20, 3)]
-    many = C.meeting_times_many(points[:2], replicas=4, top_length=0, max_steps=5000, bottom=bottoms, top=tops,
-                                ordered=False)
+    many = C.meeting_times_many(
+        points[:2], replicas=4, top_length=0, max_steps=5000, bottom=bottoms, top=tops, ordered=False
+    )
     for j, p in enumerate(points[:2]):
         single = C.meeting_times(*p, replicas=4, seed=j, top_length=0, max_steps=5000, bottom=bottoms[j],
                                  top=tops[j], ordered=False)
@@ -219,14 +224,30 @@ def test_meeting_times_many_is_a_loop_of_single_calls():
 
 def test_coupling_takes_one_minus_lam():
     kw = dict(replicas=4, seed=7, top_length=4, max_steps=3000)
-    np.testing.assert_array_equal(C.meeting_times(30, 3, 0.75, **kw), C.meeting_times(30, 3, one_minus_lam=0.25, **kw))
-    a = C.coupled_paths(30, 3, 0.75, ["empty", counts_all_at(30, 3)], steps=200, replicas=2, seed=1, record_every=10)
-    b = C.coupled_paths(30, 3, None, ["empty", counts_all_at(30, 3)], steps=200, replicas=2, seed=1, record_every=10,
-                        one_minus_lam=0.25)
+    np.testing.assert_array_equal(
+        C.meeting_times(30, 3, 0.75, **kw), C.meeting_times(30, 3, one_minus_lam=0.25, **kw)
+    )
+    a = C.coupled_paths(
+        30, 3, 0.75, ["empty", counts_all_at(30, 3)], steps=200, replicas=2, seed=1, record_every=10
+    )
+    b = C.coupled_paths(
+        30,
+        3,
+        None,
+        ["empty", counts_all_at(30, 3)],
+        steps=200,
+        replicas=2,
+        seed=1,
+        record_every=10,
+        one_minus_lam=0.25,
+    )
     np.testing.assert_array_equal(a.counts, b.counts)
-    many = C.meeting_times_many([(30, 3), (20, 2)], one_minus_lam=[0.25, 0.2], replicas=4, top_length=4, max_steps=3000)
-    np.testing.assert_array_equal(many[0], C.meeting_times(30, 3, one_minus_lam=0.25, replicas=4, seed=0, top_length=4,
-                                                           max_steps=3000))
+    many = C.meeting_times_many(
+        [(30, 3), (20, 2)], one_minus_lam=[0.25, 0.2], replicas=4, top_length=4, max_steps=3000
+    )
+    np.testing.assert_array_equal(
+        many[0], C.meeting_times(30, 3, one_minus_lam=0.25, replicas=4, seed=0, top_length=4, max_steps=3000)
+    )
     with pytest.raises(ValueError, match="max_steps"):
         C.meeting_times(30, 3, 0.9, replicas=10**6, seed=0, top_length=4, max_steps=2**62)
 

@@ -27,9 +27,17 @@ def test_matches_the_exact_stationary_law(n, d, lam, replacement):
     # a Student-t interval (their batch means are mostly 0); that limit is stated in the docstring
     L = int(np.nonzero(ex.tail_fraction >= 1e-3)[0][-1])
     assert e.converged and e.relative_halfwidth <= 0.03
-    assert np.all(_within(e.tail_fraction[:L + 1], e.ci_low[:L + 1], e.ci_high[:L + 1], ex.tail_fraction[:L + 1]))
-    assert np.all(_within(e.queue_length_distribution[:L + 1], e.length_ci_low[:L + 1], e.length_ci_high[:L + 1],
-                          ex.queue_length_distribution[:L + 1]))
+    assert np.all(
+        _within(e.tail_fraction[: L + 1], e.ci_low[: L + 1], e.ci_high[: L + 1], ex.tail_fraction[: L + 1])
+    )
+    assert np.all(
+        _within(
+            e.queue_length_distribution[: L + 1],
+            e.length_ci_low[: L + 1],
+            e.length_ci_high[: L + 1],
+            ex.queue_length_distribution[: L + 1],
+        )
+    )
     m = min(L, ex.max_length_distribution.size - 1)
     assert np.all(_within(e.max_length_distribution[:m + 1], e.max_ci_low[:m + 1], e.max_ci_high[:m + 1],
                           ex.max_length_distribution[:m + 1], floor=1e-3))
@@ -37,7 +45,9 @@ def test_matches_the_exact_stationary_law(n, d, lam, replacement):
     wrong = sm.exact_tail_fraction(n, d + 1, lam, L, replacement=replacement)
     assert not np.all(_within(e.tail_fraction[:L + 1], e.ci_low[:L + 1], e.ci_high[:L + 1], wrong))
     # the record of what was done
-    assert e.relaxation_times == pytest.approx(e.batches * e.batch_steps / (e.relaxation_time * (1 + lam) * n))
+    assert e.relaxation_times == pytest.approx(
+        e.batches * e.batch_steps / (e.relaxation_time * (1 + lam) * n)
+    )
     assert e.burn_in > 0 and ("coupling" in e.burn_in_method or "tau" in e.burn_in_method)
 
 
@@ -74,8 +84,14 @@ def test_burn_in_length_and_per_point_caps():
     assert "5 tau" in e.burn_in_method and e.burn_in == int(np.ceil(5 * e.relaxation_time * 1.8 * 4))
     # rel_error 1e-9 is not reached: each point stops at its own cap, in whole batches
     caps = [3, 5]
-    many = estimate_equilibrium_many([(4, 2, 0.8), (6, 2, 0.8)], rel_error=1e-9, seeds=[1, 2], burn_in="tau",
-                                     tau=1.0, max_steps=[c * int(np.ceil(20 * 1.8 * n)) for c, n in zip(caps, (4, 6))])
+    many = estimate_equilibrium_many(
+        [(4, 2, 0.8), (6, 2, 0.8)],
+        rel_error=1e-9,
+        seeds=[1, 2],
+        burn_in="tau",
+        tau=1.0,
+        max_steps=[c * int(np.ceil(20 * 1.8 * n)) for c, n in zip(caps, (4, 6))],
+    )
     assert [m.batches for m in many] == caps and not any(m.converged for m in many)
     with pytest.raises(ValueError, match="max_steps"):
         estimate_equilibrium_many([(4, 2, 0.8), (6, 2, 0.8)], max_steps=[10, 10, 10])

@@ -58,7 +58,9 @@ def reference_law(n, d, lam, cap, spread_cap=None, replacement=True):
                 t[t.index(length)] = new
                 t = tuple(sorted(t))
                 if t in index:
-                    rows.append(j); cols.append(index[t]); vals.append(rate)
+                    rows.append(j)
+                    cols.append(index[t])
+                    vals.append(rate)
                 else:
                     boundary[j] = True
     S = len(states)
@@ -118,7 +120,9 @@ def test_truncated_chain_matches_reference(n, d, lam, rep, cap, W, solver):
         assert mass > 1e-6  # the spread cap really bites in these cases
 
 
-@pytest.mark.parametrize("n,d,lam,rep,cap", [(3, 2, 0.8, True, 8), (4, 3, 0.7, False, 7), (2, 1, 0.5, True, 9)])
+@pytest.mark.parametrize(
+    "n,d,lam,rep,cap", [(3, 2, 0.8, True, 8), (4, 3, 0.7, False, 7), (2, 1, 0.5, True, 9)]
+)
 def test_exact_stationary_matches_reference(n, d, lam, rep, cap):
     states, pi, _ = reference_law(n, d, lam, cap, None, rep)
     counts, x = sm.exact_stationary(n, d, lam, cap, replacement=rep)
@@ -221,7 +225,8 @@ def test_n10_light_load():
     assert np.all(ex.tail_fraction[2:] > fluid[2:]) and np.all(ex.tail_fraction[2:] < 0.7 ** np.arange(2, 9))
 
 
-@pytest.mark.validation  # ~10 GB, minutes: make validate; test_n10_light_load is its quick twin (same solver path)
+# ~10 GB, minutes: make validate; test_n10_light_load is its quick twin (same solver path)
+@pytest.mark.validation
 def test_n10_issue_target():
     # issue 11 item 5: n = 10, lam = 0.9, levels 0..14 with the boundary mass below 1e-7
     # (17.6 million states, ~10 GB, ~100 s on a quiet core)

@@ -11,11 +11,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from qlib import _rng
+from qlib import _rng, stats
 from qlib.supermarket import chain as K
 from qlib.supermarket import exact_equilibrium, perfect_samples
 from qlib.supermarket.exact import exact_stationary
-from qlib import stats
 from qlib.supermarket.perfect import coalescence_lower_bound, forward_meeting_states, state_law
 
 P_PASS = 1e-3  # fixed before the runs: pass at p > P_PASS, the biased sampler must give p < P_PASS
@@ -166,8 +165,10 @@ def test_a_perfect_start_needs_no_burn_in_and_agrees_with_the_exact_law():
     e = sm.exact_equilibrium(n, d, lam, capacity=L)
     r = sm.estimate_equilibrium(n, d, lam, capacity=L, start="perfect", rel_error=0.02, replicas=8, seed=3)
     assert r.burn_in == 0 and r.start == "perfect" and r.burn_in_method.startswith("perfect")
-    assert np.all((r.ci_low[1:] <= e.tail_fraction[1: L + 1]) | (np.abs(r.tail_fraction[1:] - e.tail_fraction[1: L + 1])
-                                                                 <= 2 * (r.ci_high[1:] - r.ci_low[1:])))
+    assert np.all(
+        (r.ci_low[1:] <= e.tail_fraction[1 : L + 1])
+        | (np.abs(r.tail_fraction[1:] - e.tail_fraction[1 : L + 1]) <= 2 * (r.ci_high[1:] - r.ci_low[1:]))
+    )
     with pytest.raises(ValueError, match="start"):
         sm.estimate_equilibrium(n, d, lam, start="fluid")
 

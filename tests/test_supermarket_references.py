@@ -251,7 +251,7 @@ def test_exact_per_step_transition_probabilities(replacement):
         b[(n, d, tuple(s), arrival, j)] = x
     # every next state, its exact probability
     checked = 0
-    for (n, d, s, arrival, j), x in zip(lanes, lo):
+    for (n, d, s, arrival, j), _x in zip(lanes, lo):
         if j != 1:
             continue
         bounds = [TWO64] + [b[(n, d, tuple(s), arrival, jj)] for jj in range(1, L_ORACLE + 1)] + [0]
@@ -270,7 +270,7 @@ def test_exact_per_step_transition_probabilities(replacement):
     assert checked > 100
     # and the next state from a word inside each interval: one customer moved at the right length
     probe_w2, want_next = [], []
-    for (n, d, s, arrival, j), x in zip(lanes, lo):
+    for (n, d, s, arrival, j), _x in zip(lanes, lo):
         i = j - 1  # the interval [b_(i+1), b_i) of length i
         top = TWO64 if i == 0 else b[(n, d, tuple(s), arrival, i)]
         bot = b[(n, d, tuple(s), arrival, i + 1)]

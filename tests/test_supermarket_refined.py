@@ -20,9 +20,9 @@ Order 2 (Gast, Bortolussi & Tribastone 2019):
   order 1 is not (the validation test, make validate, adds n = 10, 20, 100 and lam = 0.7).
 """
 
+import math
 from math import comb
 
-import math
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -30,9 +30,14 @@ import pytest
 
 import qlib.supermarket as sm
 from qlib import stats
+from qlib.supermarket.refined import (
+    _order2_derivatives,
+    _second_order,
+    _solve_sylvester3,
+    refined_mean_field,
+    relaxation_time,
+)
 from qlib.supermarket.refined import relaxation_time as refined_relaxation_time
-from qlib.supermarket.refined import (_order2_derivatives, _second_order, _solve_sylvester3,
-                                      refined_mean_field, relaxation_time)
 from qlib.supermarket.theory import steps_per_time
 
 SMALL = [(3, 2, 0.7), (4, 2, 0.6), (3, 3, 0.8)]  # (exact solve of n = 5 with replacement takes minutes)
@@ -75,7 +80,9 @@ def test_order_1_over_n_identity(d, lam):
     s, V, W = r.fixed_point, r.correction, r.covariance
     assert abs(V[1]) < 1e-9 * max(1.0, np.abs(V).max())  # E[u_1] = lam n for every n
     for j in range(2, r.levels + 1):
-        rhs = lam * (d * s[j - 1] ** (d - 1) * V[j - 1] + d * (d - 1) / 2 * s[j - 1] ** (d - 2) * W[j - 1, j - 1])
+        rhs = lam * (
+            d * s[j - 1] ** (d - 1) * V[j - 1] + d * (d - 1) / 2 * s[j - 1] ** (d - 2) * W[j - 1, j - 1]
+        )
         assert V[j] == pytest.approx(rhs, rel=1e-7, abs=1e-9)
 
 
@@ -220,7 +227,9 @@ def test_mm1_order2_vanishes_and_binomial_moments():
     assert np.abs(kappa3[:M, :M, :M]).max() > 0.05  # not a trivially zero comparison
 
 
-@pytest.mark.parametrize("d,lam,rep", [(2, 0.9, True), (3, 0.8, False), (100, 0.999, True), (1000, 0.999, True)])
+@pytest.mark.parametrize(
+    "d,lam,rep", [(2, 0.9, True), (3, 0.8, False), (100, 0.999, True), (1000, 0.999, True)]
+)
 def test_first_level_exact_at_every_order(d, lam, rep):
     # E[u_1] = lam n for every n (Little's law on the servers): V_1 = A_1 = 0
     r = refined_mean_field(d, lam, replacement=rep, order=2)
@@ -288,7 +297,8 @@ def _dense_second_order(d, lam, L, replacement):
     def kron_sum(k):
         out = 0
         for pos in range(k):
-            mats = [Id] * k; mats[pos] = F1
+            mats = [Id] * k
+            mats[pos] = F1
             term = mats[0]
             for mm in mats[1:]:
                 term = np.kron(term, mm)
@@ -345,8 +355,9 @@ def test_order1_fields_unchanged_by_order2():
             assert np.array_equal(getattr(r1, f), getattr(r2, f)), f
         assert r1.relaxation_time == r2.relaxation_time == relaxation_time(d, lam)
         n = 50
-        np.testing.assert_array_equal(r2.tail_fraction(n),
-                                      np.clip(r1.fixed_point + r1.correction / n + r2.correction2 / n**2, 0, 1))
+        np.testing.assert_array_equal(
+            r2.tail_fraction(n), np.clip(r1.fixed_point + r1.correction / n + r2.correction2 / n**2, 0, 1)
+        )
 
 
 # --------------------------------------------------------------------------- order 2: simulation
@@ -395,7 +406,8 @@ def test_order2_against_simulation_n40():
 @pytest.mark.parametrize("n,steps", [(10, 4 * 10**6), (20, 4 * 10**6), (50, 8 * 10**6), (100, 16 * 10**6)])
 def test_order2_against_simulation_long(n, steps, lam):
     z, ratio, est = _simulation_z(n, lam, steps=steps, seed=11)
-    print(f"\nlam={lam} n={n} steps={steps}: sim E[u_i]/n, i=1..5 = {np.array2string(est.mean[1:6], precision=6)}"
+    print(f"\nlam={lam} n={n} steps={steps}: "
+          f"sim E[u_i]/n, i=1..5 = {np.array2string(est.mean[1:6], precision=6)}"
           f" (SE {np.array2string(est.stderr[1:6], precision=2)})\n  z order 0/1/2 =\n{np.round(z[:, 1:], 1)}"
           f"\n  |A|/(n|V|) = {np.round(ratio[1:], 3)}")
     _check_simulation(n, lam, z, ratio, est.dof)

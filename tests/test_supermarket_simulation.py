@@ -96,7 +96,9 @@ def test_large_n_stays_at_fluid_fixed_point():
     dev = np.abs(est.mean - fp)
     assert np.all(dev < Z * est.stderr + 20 / n), (est.mean, fp)
     for dw in (d - 1, d + 1):  # near wrong models fail the same tolerance
-        assert np.any(np.abs(est.mean - sm.fluid_fixed_point(dw, lam, r.levels)) > Z * est.stderr + 20 / n), dw
+        assert np.any(np.abs(est.mean - sm.fluid_fixed_point(dw, lam, r.levels)) > Z * est.stderr + 20 / n), (
+            dw
+        )
     assert np.all(np.abs(r.counts / n - fp) < 1e-2)
 
 
@@ -145,7 +147,9 @@ def test_max_length_and_its_distribution_agree_with_trajectory():
     current_max = (traj[:, :, 1:] > 0).sum(axis=2)
     np.testing.assert_array_equal(r.max_length, current_max.max(axis=1))
     for i in range(r.levels + 1):
-        np.testing.assert_allclose(r.max_length_distribution[:, i], (current_max == i).mean(axis=1), atol=1e-12)
+        np.testing.assert_allclose(
+            r.max_length_distribution[:, i], (current_max == i).mean(axis=1), atol=1e-12
+        )
     np.testing.assert_allclose(r.tail_fraction, traj.mean(axis=1) / r.n, rtol=1e-12)
     np.testing.assert_array_equal(r.counts, traj[:, -1])
 
@@ -252,7 +256,9 @@ def test_burn_in_kernel_choice_changes_no_bit(monkeypatch):
     kw = dict(steps=3000, burn_in=4000, seed=3, replicas=3, batches=2, record_every=500, levels=2)
     calls = []
     run = chain.ChainDriver.run
-    monkeypatch.setattr(chain.ChainDriver, "run", lambda self, *a, **k: calls.append(k.get("observe")) or run(self, *a, **k))
+    monkeypatch.setattr(
+        chain.ChainDriver, "run", lambda self, *a, **k: calls.append(k.get("observe")) or run(self, *a, **k)
+    )
     results = []
     for work in (0, 2**62):
         monkeypatch.setattr(simulation, "BURN_IN_KERNEL_WORK", work)
@@ -314,14 +320,26 @@ def test_continuing_a_run_is_exact():
                                rtol=1e-13, atol=1e-15)
     np.testing.assert_allclose((pad(a.max_length_distribution) + pad(b.max_length_distribution)) / 2,
                                pad(whole.max_length_distribution), rtol=1e-13, atol=1e-15)
-    np.testing.assert_allclose(np.concatenate([pad(a.batch_tail_fraction), pad(b.batch_tail_fraction)], axis=1),
-                               pad(whole.batch_tail_fraction), rtol=1e-13, atol=1e-15)
+    np.testing.assert_allclose(
+        np.concatenate([pad(a.batch_tail_fraction), pad(b.batch_tail_fraction)], axis=1),
+        pad(whole.batch_tail_fraction),
+        rtol=1e-13,
+        atol=1e-15,
+    )
     np.testing.assert_array_equal(np.maximum(a.max_length, b.max_length), whole.max_length)
     # and a continued grid point is its own continued call
-    many = sm.simulate_many([(40, 3, 0.95), (30, 2, 0.8)], steps=3000, initial=[a, "empty"], seeds=[2, 9], **kw)
+    many = sm.simulate_many(
+        [(40, 3, 0.95), (30, 2, 0.8)], steps=3000, initial=[a, "empty"], seeds=[2, 9], **kw
+    )
     _same_result(many[0], b, "continued point")
-    for bad, name in [(dict(n=41), "n"), (dict(d=2), "d"), (dict(lam=0.9), "lam"), (dict(replicas=3), "replicas"),
-                      (dict(replacement=False), "replacement"), (dict(seed=3), "seed")]:
+    for bad, name in [
+        (dict(n=41), "n"),
+        (dict(d=2), "d"),
+        (dict(lam=0.9), "lam"),
+        (dict(replicas=3), "replicas"),
+        (dict(replacement=False), "replacement"),
+        (dict(seed=3), "seed"),
+    ]:
         args = dict(n=40, d=3, lam=0.95, steps=10, replicas=4) | bad
         with pytest.raises(ValueError, match=rf"\b{name}\b"):
             sm.simulate(args.pop("n"), args.pop("d"), args.pop("lam"), initial=a, **args)
@@ -331,7 +349,9 @@ def test_continuing_a_run_is_exact():
 
 def _valid_counts(u, n):
     u = np.asarray(u)
-    return bool(np.all(u[..., 0] == n) and np.all(u >= 0) and np.all(u <= n) and np.all(np.diff(u, axis=-1) <= 0))
+    return bool(
+        np.all(u[..., 0] == n) and np.all(u >= 0) and np.all(u <= n) and np.all(np.diff(u, axis=-1) <= 0)
+    )
 
 
 def test_huge_d_never_puts_a_customer_above_n():
@@ -340,7 +360,9 @@ def test_huge_d_never_puts_a_customer_above_n():
     assert _valid_counts(r.counts, 10) and r.tail_fraction.max() <= 1.0
     # d = oo in effect: every arrival joins a shortest queue (length m = #{i >= 1: u_i = n}),
     # i.e. the count that grows is u_{m+1}
-    t = sm.simulate(10, 10**18, 0.99, steps=3000, replicas=2, seed=3, initial=[10, 10], record_every=1).trajectory
+    t = sm.simulate(
+        10, 10**18, 0.99, steps=3000, replicas=2, seed=3, initial=[10, 10], record_every=1
+    ).trajectory
     before, after = t[:, :-1], t[:, 1:]
     arrivals = after.sum(axis=-1) > before.sum(axis=-1)
     m = (before[..., 1:] == 10).sum(axis=-1)
@@ -385,9 +407,16 @@ def test_lam_resolution_and_largest_d_are_checked(monkeypatch):
         raise AssertionError("reached the jitted kernel")
 
     monkeypatch.setattr(chain, "_advance_fn", no_compile)
-    for kw, name in [(dict(lam=1e-14), "lam"), (dict(lam=1 - 2**-50), "lam"), (dict(one_minus_lam=1e-14), "one_minus_lam"),
-                     (dict(lam=0.5, one_minus_lam=0.5), "lam"), (dict(), "lam"), (dict(lam=0.5, d=10**400), "d"),
-                     (dict(lam=0.5, d=2**63), "d"), (dict(one_minus_lam=-0.1), "one_minus_lam")]:
+    for kw, name in [
+        (dict(lam=1e-14), "lam"),
+        (dict(lam=1 - 2**-50), "lam"),
+        (dict(one_minus_lam=1e-14), "one_minus_lam"),
+        (dict(lam=0.5, one_minus_lam=0.5), "lam"),
+        (dict(), "lam"),
+        (dict(lam=0.5, d=10**400), "d"),
+        (dict(lam=0.5, d=2**63), "d"),
+        (dict(one_minus_lam=-0.1), "one_minus_lam"),
+    ]:
         kw = dict(d=2) | kw
         with pytest.raises(ValueError, match=rf"\b{name}\b"):
             sm.simulate(10, kw.pop("d"), steps=10, **kw)
@@ -446,7 +475,9 @@ def test_to_dataframe_is_tidy():
     r = sm.simulate(50, 3, 0.9, steps=5000, replicas=3, seed=2)
     df = r.to_dataframe()
     assert len(df) == r.replicas * (r.levels + 1)
-    assert set(df[["n", "d", "lam", "replacement"]].drop_duplicates().itertuples(index=False)) == {(50, 3, 0.9, True)}
+    assert set(df[["n", "d", "lam", "replacement"]].drop_duplicates().itertuples(index=False)) == {
+        (50, 3, 0.9, True)
+    }
     row = df[(df.replica == 1) & (df.level == 2)].iloc[0]
     assert row.tail_fraction == r.tail_fraction[1, 2] and row.counts == r.counts[1, 2]
     assert row.max_length_probability == r.max_length_distribution[1, 2]

@@ -10,6 +10,7 @@ import pytest
 
 import qlib.supermarket as sm
 
+
 def test_fluid_trajectory_converges_to_fixed_point():
     for rep, kw in ((True, {}), (False, {"n": 500})):
         s0 = np.array([1.0, 0, 0, 0, 0, 0])
@@ -43,17 +44,24 @@ def test_asymptotic_profile_sums_sensibly():
     np.testing.assert_allclose(p[:3], [1e-3, 0.1, 0.9], rtol=1e-9)
 
 
-@pytest.mark.parametrize("call", [
-    lambda: sm.fluid_fixed_point(0, 0.5, 3), lambda: sm.fluid_fixed_point(2, 1.0, 3),
-    lambda: sm.predicted_max_length(2, float("nan")), lambda: sm.exact_tail_fraction(0, 2, 0.5, 3),
-    lambda: sm.fluid_trajectory(2, 0.5, [0, 1], [0.5, 0.2]), lambda: sm.fluid_fixed_point(2, 0.5, 3, replacement=False),
-])
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda: sm.fluid_fixed_point(0, 0.5, 3),
+        lambda: sm.fluid_fixed_point(2, 1.0, 3),
+        lambda: sm.predicted_max_length(2, float("nan")),
+        lambda: sm.exact_tail_fraction(0, 2, 0.5, 3),
+        lambda: sm.fluid_trajectory(2, 0.5, [0, 1], [0.5, 0.2]),
+        lambda: sm.fluid_fixed_point(2, 0.5, 3, replacement=False),
+    ],
+)
 def test_theory_functions_reject_bad_input(call):
     with pytest.raises(ValueError):
         call()
 
 
-# --------------------------------------------------------------------------- validation and 1 - lam (issue 13)
+# ------------------------------------------------------------------------ validation and 1 - lam (issue 13)
+
 
 @pytest.mark.parametrize("call,name", [
     (lambda: sm.fluid_drift(np.array([0.5, 0.2]), 2, 5.0), "lam"),
@@ -90,7 +98,8 @@ def test_theory_takes_one_minus_lam_exactly():
     assert abs(s[12] / exact - 1) < 1e-13
     assert abs(sm.fluid_fixed_point(10, 1 - 1e-12, 13)[12] / exact - 1) > 1e-6
     # lam >= 1/2: both ways give the same numbers
-    np.testing.assert_allclose(sm.fluid_fixed_point(3, 0.75, 6), sm.fluid_fixed_point(3, one_minus_lam=0.25, levels=6),
-                               rtol=1e-13)
+    np.testing.assert_allclose(
+        sm.fluid_fixed_point(3, 0.75, 6), sm.fluid_fixed_point(3, one_minus_lam=0.25, levels=6), rtol=1e-13
+    )
     p = sm.asymptotic_profile(100, one_minus_lam=1e-3)
     np.testing.assert_allclose(p[:3], [1e-3, 0.1, 0.9], rtol=1e-12)

@@ -19,29 +19,30 @@ completes more); in fact (mu_m/mu_l) P_m < P_l < P_m.
 
 from qlib.heterogeneous.exact import (
     POLICIES,
-    RELAXATION_MAX_N,
     JointProbabilities,
     PairMargins,
     busy_count_distribution,
     busy_probabilities,
     check_rates,
     effective_rates,
-    fastest_busy_probabilities,
-    generator_solve,
     idle_probabilities,
     joint_probabilities,
-    marginals_from_sets,
     mean_number_in_system,
     mean_queue_length,
     pair_margins,
-    queue_gap,
-    relaxation_time,
     service_rates,
-    slowest_busy_probabilities,
-    stationary_distribution,
     wait_probability,
 )
-from qlib.heterogeneous.simulate import MIN_SHARE, ChainState, SimulationResult, simulate, step_probabilities
+from qlib.heterogeneous.oracles import (
+    fastest_busy_probabilities,
+    generator_solve,
+    marginals_from_sets,
+    slowest_busy_probabilities,
+    stationary_distribution,
+)
+from qlib.heterogeneous.relaxation import RELAXATION_MAX_N, queue_gap, relaxation_time
+from qlib.heterogeneous.result import ChainState, SimulationResult
+from qlib.heterogeneous.simulate import MIN_SHARE, simulate, step_probabilities
 
 __all__ = [
     "MIN_SHARE", "POLICIES", "RELAXATION_MAX_N", "ChainState", "JointProbabilities", "PairMargins",

@@ -2,58 +2,16 @@
 
 The model (docs/models.md, "Heterogeneous servers"; Cabral, arXiv:0706.0560): Poisson(lam)
 arrivals, server j serves at rate mus[j]; an arrival that finds idle servers joins one of them
-(by ``policy``), else it waits in one FIFO queue taken by the first server to finish.
-
-The chain is uniformised at rate Lambda = lam + sum(mu): every step is an arrival with
-probability lam/Lambda, otherwise a *potential* completion at server j with probability
-mu_j/Lambda, which happens only if j is busy. Time averages of the continuous-time chain equal
-step averages of the uniformised one, so ``steps`` steps cover steps/Lambda time units.
-
-Exact event probabilities. Each step draws two 64-bit SplitMix64 words. The first, w1, picks
-the event against integer cut points C_0 <= C_1 <= ... <= C_{n-1} < 2^64: an arrival if
-w1 < C_0, else the server j with C_j <= w1 < C_{j+1} (C_n = 2^64). Each cut point is
-C_j = round(2^64 (lam + mu_0 + ... + mu_{j-1}) / Lambda), computed in exact rational
-arithmetic from the float64 inputs (:func:`step_probabilities` returns what is simulated), so
-lam's share and every mu_j's share of Lambda are represented to within 2^-64. The second word,
-w2, picks the idle server: the r-th idle one (in server order) with r = floor(w2 k / 2^64) for
-k idle servers, so every rank has probability 1/k to within 2^-64. The resolvable range, checked
-before any run (ValueError naming the parameter): every share lam/Lambda and mu_j/Lambda is at
-least 2^-40 (≈ 9.1e-13), so its relative error is at most 2^-24; and 1 - rho >= 2^-40, where
-rho = lam/sum(mu), so the simulated 1 - rho has relative error at most 2^-23.
-(Until this version one 64-bit word per step was split into a 32-bit event choice and a 32-bit
-idle pick; the random streams, and so the numbers for a given seed, changed with this scheme.)
-
-Policies for an arrival that finds idle servers:
-- ``"random"``: the r-th idle server above, uniform among the idle ones (Cabral);
-- ``"longest_idle"``: the server idle the longest, which has the same stationary law
-  (Doroudi & Gopalakrishnan, arXiv:1305.6249);
-- ``"fastest"``: the fastest idle server (informed customers), for contrast;
-- ``"slowest"``: the slowest idle server, a deliberately wrong rule (it breaks Cabral's claim
-  that the faster server does more work), for counterfactuals.
-For "fastest" and "slowest" the kernels lay the servers out sorted by rate (fastest, resp.
-slowest, first; ties in input order) and take the lowest idle one; the cut points follow that
-order, so their random streams map to events in that order.
-
-Replica r's random stream is SplitMix64 seeded from (seed, r) (:mod:`qlib._rng`), so its result
-does not depend on how many replicas run beside it, how the steps are chunked, or on how many
-devices they are sharded over (:mod:`qlib._sharding`). A result keeps every chain's final
-state and random state (:class:`ChainState`), so ``simulate(..., initial=result)`` continues
-the run exactly: T steps and then T more end in the same state as 2T steps in one call.
-
-Two kernels, bit-identical to each other and to the numba loop of
-``benchmarks/numba_heterogeneous.py``: "bits" keeps the busy set as 64-bit masks and does
-O(n/64 + log n) work per step (any n for "random", "fastest" and "slowest", n <= 16 for
-"longest_idle");
-"array" keeps (servers, replicas) arrays and does O(n) work per step (any n, any policy).
+(by ``policy``), else it waits in one FIFO queue taken by the first server to finish. The chain
+is uniformised at rate Lambda = lam + sum(mu), so ``steps`` steps cover steps/Lambda time units;
+its event probabilities are exact to 2^-64 (:func:`step_probabilities`).
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from fractions import Fraction
 from functools import partial
-from typing import Callable, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -61,9 +19,18 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from qlib import _rng, _sharding, _validate
-from qlib._progress import progress_bar
+from qlib.heterogeneous.driver import _drive
 from qlib.heterogeneous.exact import POLICIES, check_rates
-from qlib.stats import Estimate, replica_mean
+from qlib.heterogeneous.result import ChainState, SimulationResult
+from qlib.heterogeneous.state import (
+    _ArrayChain,
+    _BitsChain,
+    _check_state,
+    _fresh_state,
+    _from_kernel,
+    _to_kernel,
+    _Totals,
+)
 
 #: The smallest share of the total rate Lambda = lam + sum(mu) that lam or any mu_j may have,
 #: and the smallest 1 - rho: 2^-40. Shares are represented to 2^-64, so relative errors <= 2^-24.
@@ -73,131 +40,15 @@ _BITS_MAX_N = 1 << 16  # the bits kernel records the server index in 16 bits
 _FIFO_MAX_N = 16  # "longest_idle" in the bits kernel: 4-bit ids of the idle FIFO in a uint64
 
 
-# --------------------------------------------------------------------------- states and results
-
-class ChainState(NamedTuple):
-    """Where every replica's chain stands: host arrays, one row per replica, servers in input order.
-
-    ``rng`` (R,) uint64: SplitMix64 state (the next step draws the two words after it);
-    ``busy`` (R, n) bool: busy servers; ``queue`` (R,) int64: customers waiting;
-    ``idle_order`` (R, n) int64, only for "longest_idle" (else None): the position of each idle
-    server in the order of becoming idle (0 = idle the longest), -1 for a busy server.
-    """
-
-    rng: np.ndarray
-    busy: np.ndarray
-    queue: np.ndarray
-    idle_order: np.ndarray | None
-
-
-@dataclass(frozen=True)
-class SimulationResult:
-    """Time averages per replica (rows) from :func:`simulate`, over the ``steps`` recorded steps.
-
-    ``busy_fraction`` (R, n): fraction of time server j is busy (estimates Cabral's P_j);
-    ``throughput`` (R, n): completions of server j per unit time (estimates mu_j P_j, counted
-    independently of ``busy_fraction``); ``mean_queue`` (R,): time-average number waiting;
-    ``wait_fraction`` (R,): fraction of arrivals that found every server busy (estimates
-    P(wait)); ``arrivals`` (R,) int64: arrivals counted; ``time`` (R,): simulated time,
-    steps/Lambda. ``state``: the final :class:`ChainState`, from which ``simulate(...,
-    initial=result)`` continues. ``seed`` is the seed the chains started from (None when they
-    were started from a bare :class:`ChainState`).
-    """
-
-    lam: float
-    mus: np.ndarray
-    policy: str
-    steps: int
-    burn_in: int
-    seed: int | None
-    busy_fraction: np.ndarray
-    throughput: np.ndarray
-    mean_queue: np.ndarray
-    wait_fraction: np.ndarray
-    arrivals: np.ndarray
-    time: np.ndarray
-    state: ChainState
-
-    @property
-    def replicas(self) -> int:
-        return self.busy_fraction.shape[0]
-
-    def arrays(self) -> dict[str, np.ndarray]:
-        """Every field as a dict of arrays (the sweep cache's form: :func:`qlib.cache.cached`);
-        :meth:`from_arrays` gives the same result back, bit for bit."""
-        out = {f: np.asarray(getattr(self, f)) for f in _RESULT_ARRAYS}
-        out |= {"lam": np.float64(self.lam), "mus": np.asarray(self.mus, np.float64), "policy": np.str_(self.policy),
-                "steps": np.int64(self.steps), "burn_in": np.int64(self.burn_in),
-                "seed": np.uint64(0 if self.seed is None else self.seed), "seeded": np.bool_(self.seed is not None)}
-        return out | {f"state_{k}": np.asarray(v) for k, v in self.state._asdict().items() if v is not None}
-
-    @classmethod
-    def from_arrays(cls, a: dict[str, np.ndarray]) -> SimulationResult:
-        """The result :meth:`arrays` was made from."""
-        state = ChainState(*(a.get(f"state_{k}") for k in ChainState._fields))
-        return cls(lam=float(a["lam"]), mus=np.asarray(a["mus"]), policy=str(a["policy"]), steps=int(a["steps"]),
-                   burn_in=int(a["burn_in"]), seed=int(a["seed"]) if bool(a["seeded"]) else None, state=state,
-                   **{f: np.asarray(a[f]) for f in _RESULT_ARRAYS})
-
-    def estimate(self, name: str) -> Estimate:
-        """Mean over replicas with its standard error (needs replicas >= 2), e.g. "busy_fraction"."""
-        return replica_mean(np.asarray(getattr(self, name)), axis=0)
-
-    def to_dataframe(self):
-        """A tidy pandas DataFrame: one row per (replica, server j), with lam, policy, seed,
-        steps, burn_in, the server's rate ``mu``, its ``busy_fraction`` (P_j) and ``throughput``
-        (mu_j P_j), and the replica's ``mean_queue``, ``wait_fraction``, ``arrivals`` and ``time``
-        (repeated over its servers)."""
-        import pandas as pd
-
-        R, n = self.busy_fraction.shape
-        mus = np.asarray(self.mus, dtype=float)
-        return pd.DataFrame({
-            "lam": self.lam, "policy": self.policy, "seed": self.seed, "steps": self.steps, "burn_in": self.burn_in,
-            "replica": np.repeat(np.arange(R), n), "server": np.tile(np.arange(n), R), "mu": np.tile(mus, R),
-            "busy_fraction": np.asarray(self.busy_fraction).ravel(), "throughput": np.asarray(self.throughput).ravel(),
-            "mean_queue": np.repeat(np.asarray(self.mean_queue), n),
-            "wait_fraction": np.repeat(np.asarray(self.wait_fraction), n),
-            "arrivals": np.repeat(np.asarray(self.arrivals), n), "time": np.repeat(np.asarray(self.time), n),
-        })
-
-
-_RESULT_ARRAYS = ("busy_fraction", "throughput", "mean_queue", "wait_fraction", "arrivals", "time")
-
-
-class _Totals(NamedTuple):
-    """Run totals on the devices (replicas last): steps busy and completions per server (n, R),
-    sum of the queue length after each step, arrivals and waiting arrivals (R,); all int64."""
-
-    busy: jax.Array
-    done: jax.Array
-    queue: jax.Array
-    arrivals: jax.Array
-    waits: jax.Array
-
-
-class _BitsChain(NamedTuple):
-    """The bits kernel's state (replicas last). ``mask`` (W, R) uint64: bit j % 64 of word j // 64
-    is set iff server j is busy; ``fifo`` (R,) uint64: the idle servers' 4-bit ids, the one idle
-    the longest in the low bits ("longest_idle" only, else 0); ``queue`` (R,) int32."""
-
-    rng: jax.Array
-    mask: jax.Array
-    queue: jax.Array
-    fifo: jax.Array
-
-
-class _ArrayChain(NamedTuple):
-    """The array kernel's state (servers, replicas). ``stamp`` (n, R) int32: when each server last
-    became idle, rebased after every chunk to ranks in [-n, 0) (only the order of idle ones matters)."""
-
-    rng: jax.Array
-    busy: jax.Array
-    queue: jax.Array
-    stamp: jax.Array
-
-
 # --------------------------------------------------------------------------- exact cut points
+# Each step draws two 64-bit SplitMix64 words. The first, w1, picks the event against integer cut
+# points C_0 <= ... <= C_{n-1} < 2^64: an arrival if w1 < C_0, else the server j with
+# C_j <= w1 < C_{j+1} (C_n = 2^64), C_j = round(2^64 (lam + mu_0 + ... + mu_{j-1}) / Lambda) in
+# exact rational arithmetic, so every share of Lambda is represented to within 2^-64. The second,
+# w2, picks the r-th idle server (in server order), r = floor(w2 k / 2^64) for k idle servers.
+# The resolvable range (every share and 1 - rho >= 2^-40) keeps relative errors <= 2^-23.
+# "fastest" and "slowest" lay the servers out sorted by rate and take the lowest idle one; the
+# cut points follow that order. Replica r's stream is seeded from (seed, r) (qlib._rng).
 
 def _cut_points(lam: float, mus: np.ndarray) -> list[int]:
     """C_j = round(2^64 (lam + mus[0] + ... + mus[j-1]) / Lambda), j = 0..n-1, in exact arithmetic
@@ -233,9 +84,9 @@ def _check_resolvable(lam: float, mus: np.ndarray) -> None:
     if small:
         j = small[0]
         raise ValueError(
-            f"mus must each be >= 2^-40 (lam + sum(mus)) = {float(floor * total):.6g} (the simulator resolves "
-            f"rate shares >= 2^-40 ≈ {MIN_SHARE:.3g} of the total rate lam + sum(mus), each to relative error "
-            f"<= 2^-24); got mus[{j}] = {float(fm[j])!r} ({len(small)} server(s) below)")
+            f"mus must each be >= 2^-40 (lam + sum(mus)) = {float(floor * total):.6g} (the simulator "
+            f"resolves rate shares >= 2^-40 ≈ {MIN_SHARE:.3g} of the total rate lam + sum(mus), each to "
+            f"relative error <= 2^-24); got mus[{j}] = {float(fm[j])!r} ({len(small)} server(s) below)")
 
 
 def _order(mus: np.ndarray, policy: str) -> np.ndarray:
@@ -261,6 +112,17 @@ def step_probabilities(lam: float, mus: ArrayLike, *, policy: str = "random") ->
     j, in input order (mu_j/Lambda). Fractions with denominator 2^64, each within 2^-64 of the
     exact share of the float64 inputs. ``policy`` matters only through the server order the
     cut points are laid out in ("fastest": fastest first; "slowest": slowest first).
+
+    Args:
+        lam: arrival rate, in (0, sum(mus)).
+        mus: (n,) service rates > 0.
+        policy: one of :data:`POLICIES`.
+
+    Returns:
+        n + 1 Fractions: the arrival's, then each server's.
+
+    Raises:
+        ValueError: naming the parameter, also outside the resolvable range (:data:`MIN_SHARE`).
     """
     lam_f, m = check_rates(lam, mus)
     policy = _validate.choice("policy", policy, POLICIES)
@@ -299,6 +161,9 @@ def _totals_add(totals: _Totals, counts, record) -> _Totals:
 
 
 # --------------------------------------------------------------------------- array kernel
+# Two kernels, bit-identical to each other and to the numba loop of benchmarks/numba_heterogeneous.py:
+# "array" keeps (servers, replicas) arrays, O(n) work per step (any n, any policy); "bits" keeps
+# the busy set as 64-bit masks, O(n/64 + log n) per step (n <= 16 for "longest_idle").
 
 def _idle_before(idle):
     """Number of idle servers before server j (exclusive prefix count along axis 0), O(n log n).
@@ -556,146 +421,7 @@ def _bits_chunk(chain: _BitsChain, totals: _Totals, cuts, nsteps, record, *, rul
     return _BitsChain(rng, mask, q, fifo), _totals_add(totals, (busy, done, acc_q, acc_arr, acc_wait), record)
 
 
-# --------------------------------------------------------------------------- state conversions
-
-def _fresh_state(seed: int, replicas: int, n: int, policy: str) -> ChainState:
-    """Every chain empty, server 0 idle the longest; random states from (seed, r)."""
-    with jax.enable_x64(True):
-        rng = np.asarray(_rng.replica_states(seed, jnp.arange(replicas, dtype=jnp.uint64)))
-    order = np.broadcast_to(np.arange(n, dtype=np.int64), (replicas, n)).copy()
-    return ChainState(rng=rng.astype(np.uint64), busy=np.zeros((replicas, n), bool),
-                      queue=np.zeros(replicas, np.int64),
-                      idle_order=order if policy == "longest_idle" else None)
-
-
-def _check_state(state: ChainState, n: int, replicas: int | None, policy: str) -> ChainState:
-    """Validated continuation state (copied to plain arrays), or ValueError naming ``initial``."""
-    try:
-        rng = np.asarray(state.rng)
-        busy = np.asarray(state.busy)
-        queue = np.asarray(state.queue)
-        order = None if state.idle_order is None else np.asarray(state.idle_order)
-    except AttributeError:
-        raise ValueError("initial must be a SimulationResult or a ChainState; "
-                         f"got {type(state).__name__}") from None
-    R = rng.shape[0] if rng.ndim == 1 else -1
-    if rng.ndim != 1 or rng.dtype != np.uint64:
-        raise ValueError(f"initial: rng must be a 1-D uint64 array; got {rng.dtype} of shape {rng.shape}")
-    if replicas is not None and R != replicas:
-        raise ValueError(f"initial holds {R} replicas but replicas={replicas}: a continued run keeps "
-                         "every chain, so the replica count must match (or leave replicas unset)")
-    if busy.shape != (R, n) or busy.dtype != bool:
-        raise ValueError(f"initial: busy must be a ({R}, {n}) bool array for {n} servers; got "
-                         f"{busy.dtype} of shape {busy.shape}")
-    if queue.shape != (R,) or queue.dtype.kind not in "iu" or np.any(queue < 0) or np.any(queue >= 2**31):
-        raise ValueError(f"initial: queue must be ({R},) integers in [0, 2^31)")
-    if np.any((queue > 0) & ~busy.all(axis=1)):
-        raise ValueError("initial: a replica has customers waiting while a server is idle")
-    if (order is not None) != (policy == "longest_idle"):
-        raise ValueError(f"initial: idle_order is kept only for policy 'longest_idle'; this state "
-                         f"{'has' if order is not None else 'lacks'} it and policy={policy!r}: "
-                         "continue with the policy the run was made with")
-    if order is not None:
-        if order.shape != (R, n):
-            raise ValueError(f"initial: idle_order must be ({R}, {n}); got {order.shape}")
-        k = (~busy).sum(axis=1)
-        ok = bool(np.all(order[busy] == -1)) and all(
-            np.array_equal(np.sort(order[r][~busy[r]]), np.arange(k[r])) for r in range(R))
-        if not ok:
-            raise ValueError("initial: idle_order must number the idle servers 0..k-1 (and be -1 for busy ones)")
-    return ChainState(rng, busy.copy(), queue.astype(np.int64), None if order is None else order.astype(np.int64))
-
-
-def _to_kernel(state: ChainState, perm: np.ndarray, R: int, use_bits: bool):
-    """Canonical host state -> a kernel chain on the devices (replicas padded to R by repeating
-    the last one: padding replicas are dropped, so what they compute does not matter)."""
-    pad = R - state.rng.shape[0]
-
-    def rows(a):
-        return np.concatenate([a, np.repeat(a[-1:], pad, axis=0)]) if pad else a
-
-    rng, busy, queue = rows(state.rng), rows(state.busy)[:, perm], rows(state.queue)
-    n = busy.shape[1]
-    order = None if state.idle_order is None else rows(state.idle_order)[:, perm]
-    if use_bits:
-        W = -(-n // 64)
-        bits = np.zeros((R, 64 * W), bool)
-        bits[:, :n] = busy
-        # server j is bit j % 64 of word j // 64: little-endian bit and byte order
-        mask = np.packbits(bits, axis=1, bitorder="little").view("<u8").astype(np.uint64).T
-        fifo = np.zeros(R, np.uint64)
-        if order is not None:  # position p of the FIFO holds the p-th longest idle server
-            for j in range(n):
-                p = order[:, j]
-                fifo |= np.where(p >= 0, np.uint64(j) << (np.uint64(4) * np.maximum(p, 0).astype(np.uint64)),
-                                 np.uint64(0))
-        chain = _BitsChain(rng, mask, np.asarray(queue, np.int32), fifo)
-    else:
-        stamp = np.zeros((R, n), np.int32) if order is None else (np.where(order >= 0, order, n) - n).astype(np.int32)
-        chain = _ArrayChain(rng, busy.T, np.asarray(queue, np.int32), stamp.T)
-    # host arrays -> global arrays: each process places only its own devices' replicas
-    return type(chain)(*(_sharding.put(x, -1) for x in chain))
-
-
-def _from_kernel(chain, perm: np.ndarray, replicas: int, n: int, policy: str) -> ChainState:
-    """Kernel chain -> canonical host state of the first ``replicas`` replicas, input order."""
-    inv = np.argsort(perm)
-    host = _sharding.gather  # the whole array on every process (all processes call it together)
-    rng = host(chain.rng)[:replicas].copy()
-    queue = host(chain.queue)[:replicas].astype(np.int64)
-    order = None
-    if isinstance(chain, _BitsChain):
-        mask = np.ascontiguousarray(host(chain.mask)[:, :replicas].T).astype("<u8")
-        busy = np.unpackbits(mask.view(np.uint8), axis=1, bitorder="little")[:, :n].astype(bool)
-        if policy == "longest_idle":
-            fifo = host(chain.fifo)[:replicas]
-            k = (~busy).sum(axis=1)
-            order = np.full((replicas, n), -1, np.int64)
-            for p in range(n):
-                j = ((fifo >> np.uint64(4 * p)) & np.uint64(15)).astype(np.int64)
-                live = p < k
-                order[np.nonzero(live)[0], j[live]] = p
-    else:
-        busy = host(chain.busy)[:, :replicas].T.copy()
-        if policy == "longest_idle":
-            stamp = host(chain.stamp)[:, :replicas].T  # ranks - n, idle servers first
-            order = np.where(busy, -1, stamp.astype(np.int64) + n)
-    return ChainState(rng, busy[:, inv], queue, None if order is None else order[:, inv])
-
-
 # --------------------------------------------------------------------------- driver
-
-def _chunk_length(R: int, n: int) -> int:
-    """Steps per chunk: about 2^24 replica-step units (a fraction of a second), 2^10..2^20 steps."""
-    return int(min(1 << 20, max(1 << 10, (1 << 24) // max(1, R * max(1, n // 16)))))
-
-
-def _plan(burn_in: int, steps: int, chunk: int) -> list[tuple[int, int]]:
-    """(steps, record) per chunk: burn-in unrecorded, then the measured steps."""
-    out = []
-    for total, record in ((burn_in, 0), (steps, 1)):
-        full, rest = divmod(total, chunk)
-        out += [(chunk, record)] * full + ([(rest, record)] if rest else [])
-    return out
-
-
-def _drive(run_chunk: Callable, chain, totals: _Totals, *, burn_in: int, steps: int, chunk: int | None,
-           replicas: int, progress: bool):
-    """The one chunk driver: ``burn_in`` unrecorded and ``steps`` recorded steps in chunks of
-    ``chunk`` steps (default :func:`_chunk_length`), one compiled loop each, with the progress
-    bar (which waits for the devices after each chunk, so it follows them). Chunking changes
-    nothing in the results. ``run_chunk(chain, totals, nsteps, record)`` advances every replica."""
-    n, R = totals.busy.shape
-    plan = _plan(burn_in, steps, _chunk_length(R, n) if chunk is None else chunk)
-    with progress_bar((burn_in + steps) * replicas, show=progress and _sharding.is_main_process(),
-                      desc="heterogeneous") as bar:
-        for nsteps, record in plan:
-            chain, totals = run_chunk(chain, totals, jnp.int32(nsteps), jnp.int32(record))
-            if progress:
-                jax.block_until_ready(chain.rng)
-            bar.update(nsteps * replicas)
-    return chain, totals
-
 
 def _work_units(n: int, use_bits: bool) -> float:
     """Cost of one replica-step in units of the reference rate of :func:`qlib._validate.work`."""
@@ -709,33 +435,41 @@ def simulate(lam: float, mus: ArrayLike, *, steps: int, replicas: int | None = N
     """Simulate ``replicas`` independent copies of the heterogeneous M/M/n for ``steps`` steps each.
 
     The model (docs/models.md, "Heterogeneous servers"): Poisson(lam) arrivals, server j serves
-    at rate mus[j] (mus: (n,) rates), an arrival finding idle servers picks one by ``policy``,
-    else waits in one FIFO queue. Each replica runs ``burn_in`` uniformised steps unrecorded,
-    then ``steps`` recorded steps (steps/Lambda time units, Lambda = lam + sum(mus)). Under
-    "random" and "longest_idle" the busy fractions estimate Cabral's P_j (the fast server is
-    busy less, yet completes more); "fastest" is the informed-customer contrast and "slowest"
-    a deliberately wrong rule (counterfactuals). Returns a
-    :class:`SimulationResult` with (replicas, n) and (replicas,) arrays and the final state.
+    at rate mus[j], an arrival finding idle servers picks one by ``policy``, else waits in one
+    FIFO queue. Each replica runs ``burn_in`` uniformised steps unrecorded, then ``steps``
+    recorded steps (steps/Lambda time units, Lambda = lam + sum(mus)). Replicas are sharded over
+    all JAX devices (:mod:`qlib._sharding`), padded to a multiple of the device count with extra
+    streams that are dropped: replica r's numbers depend only on (seed, r), not on ``replicas``,
+    the device count or ``chunk``.
 
-    ``initial``: None (every chain starts empty, random streams from ``seed``, default 0), or a
-    :class:`SimulationResult` / :class:`ChainState` to continue: its chains go on from their final
-    state and random state, so a run of T steps continued by T more ends exactly where one run
-    of 2T ends, and the two runs' time averages combine (weighted by steps) into the whole. A
-    continuation needs the same number of servers, the same policy and the same replica count
-    (``replicas`` may be left unset), and takes no ``seed``.
+    Args:
+        lam: arrival rate, with lam/Lambda, every mu_j/Lambda and 1 - rho all >= 2^-40
+            (:data:`MIN_SHARE`).
+        mus: (n,) service rates.
+        steps: recorded uniformised steps per replica.
+        replicas: independent chains (default 1, or the continued run's count).
+        seed: seed of the random streams (default 0); not with ``initial``.
+        burn_in: unrecorded steps before the recorded ones.
+        policy: where an arrival that finds idle servers goes: "random" (uniform among the idle
+            ones, Cabral), "longest_idle" (the one idle the longest: the same stationary law),
+            "fastest" (informed customers, for contrast), "slowest" (a deliberately wrong rule
+            that breaks claim 2) or "mu_power" (idle server j with probability proportional to
+            mu_j^routing_exponent: a near wrong model, docs/models.md#near-wrong-models).
+        initial: None (every chain starts empty), or a :class:`SimulationResult` /
+            :class:`ChainState` to continue from its final state and random state: T steps
+            continued by T more end where one run of 2T ends. Needs the same servers, policy and
+            replica count.
+        chunk: steps per compiled loop (default: sized from replicas and n); changes no number.
+        progress: show a progress bar (default: when the run is long).
+        kernel: "bits", "array" or "auto" (bits where it applies); all give identical results.
+        routing_exponent: gamma of policy "mu_power" (array kernel only), in [-8, 8].
 
-    Replicas are sharded over all JAX devices (:mod:`qlib._sharding`); their number is padded
-    to a multiple of the device count with extra streams, which are dropped. Replica r's numbers
-    depend only on (seed, r), not on ``replicas``, the device count or ``chunk``. Work runs in
-    chunks of ``chunk`` steps (default: sized from replicas and n), one compiled loop each,
-    with a progress bar when ``progress`` (default: when the run is long). ``kernel``: "bits",
-    "array" or "auto" (bits where it applies); all give identical results. Parameters outside
-    the resolvable range (see the module docstring), runs beyond a year of compute and arrays
-    beyond the available memory raise ValueError before anything is compiled.
+    Returns:
+        A :class:`SimulationResult` with (replicas, n) and (replicas,) arrays and the final state.
 
-    ``policy="mu_power"`` with ``routing_exponent`` gamma: a near wrong model, an arrival picks
-    idle server j with probability mu_j^gamma / (sum over idle i of mu_i^gamma) (gamma = 0 is
-    uniform routing in law, not in streams); array kernel only (docs/models.md#near-wrong-models).
+    Raises:
+        ValueError: naming the parameter, before anything is compiled, for parameters outside
+            the resolvable range, runs beyond a year of compute or arrays beyond the memory.
     """
     lam_f, m = check_rates(lam, mus)
     n = m.size
@@ -744,6 +478,36 @@ def simulate(lam: float, mus: ArrayLike, *, steps: int, replicas: int | None = N
     burn_in = _validate.integer("burn_in", burn_in, low=0)
     policy = _validate.choice("policy", policy, POLICIES + ("mu_power",))
     kernel = _validate.choice("kernel", kernel, ("auto", "bits", "array"))
+    use_bits, weights = _kernel_for(kernel, policy, routing_exponent, m)
+    start, seed, replicas = _start(initial, seed, replicas, n, policy)
+    if chunk is not None:
+        chunk = _validate.integer("chunk", chunk, low=1, high=_MAX_CHUNK)
+    R = _sharding.padded(replicas)
+    _validate.work("steps", float(steps + burn_in) * R * _work_units(n, use_bits))
+    _validate.memory("replicas", R * (64.0 * n + 256.0),
+                     f"{R} replicas x {n} servers x about 64 bytes (counters, state, results)")
+    if progress is None:
+        progress = (steps + burn_in) * R * _work_units(n, use_bits) > 2e8  # roughly > 10 s
+    if start is None:
+        start = _fresh_state(seed, replicas, n, policy)
+    perm = _order(m, policy)  # kernel order; results are mapped back to input order
+    totals, state = _run(lam_f, m, perm, start, R, use_bits, weights, policy, burn_in=burn_in, steps=steps,
+                         chunk=chunk, replicas=replicas, progress=progress)
+    tot_busy, tot_done, tot_q, tot_arr, tot_wait = totals
+    inv = np.argsort(perm)
+    time = steps / (lam_f + math.fsum(m))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        wait_fraction = np.where(tot_arr > 0, tot_wait / np.maximum(tot_arr, 1), np.nan)
+    return SimulationResult(
+        lam=lam_f, mus=m.copy(), policy=policy, steps=steps, burn_in=burn_in, seed=seed,
+        busy_fraction=(tot_busy / steps).T[:, inv], throughput=(tot_done / time).T[:, inv],
+        mean_queue=tot_q / steps, wait_fraction=wait_fraction, arrivals=tot_arr,
+        time=np.full(replicas, time), state=state)
+
+
+def _kernel_for(kernel: str, policy: str, routing_exponent, m: np.ndarray) -> tuple[bool, np.ndarray | None]:
+    """(whether the bits kernel runs, the routing weights of "mu_power" or None), validated."""
+    n = m.size
     weights = None
     if policy == "mu_power":
         gamma = _validate.real("routing_exponent", routing_exponent, low=-8.0, high=8.0, low_open=False,
@@ -757,62 +521,53 @@ def simulate(lam: float, mus: ArrayLike, *, steps: int, replicas: int | None = N
     bits_max = _FIFO_MAX_N if policy == "longest_idle" else _BITS_MAX_N
     if kernel == "bits" and n > bits_max:
         raise ValueError(f"kernel='bits' needs n <= {bits_max} servers for policy {policy!r}; got {n}")
-    use_bits = kernel == "bits" or (kernel == "auto" and n <= bits_max)
+    return kernel == "bits" or (kernel == "auto" and n <= bits_max), weights
+
+
+def _start(initial, seed, replicas, n: int, policy: str) -> tuple[ChainState | None, int | None, int]:
+    """(the continued state or None for a fresh start, the seed, the replica count), validated."""
     if initial is None:
         replicas = 1 if replicas is None else _validate.integer("replicas", replicas, low=1)
         seed = 0 if seed is None else _validate.integer("seed", seed, low=0, high=(1 << 64) - 1)
+        return None, seed, replicas
+    if seed is not None:
+        raise ValueError("seed must not be given with initial: a continued run draws from the "
+                         "random state stored in initial")
+    if replicas is not None:
+        replicas = _validate.integer("replicas", replicas, low=1)
+    if isinstance(initial, SimulationResult):
+        if initial.policy != policy:
+            raise ValueError(f"policy must match the run being continued: initial was run with "
+                             f"{initial.policy!r}, got policy={policy!r}")
+        if initial.mus.size != n:
+            raise ValueError(f"mus must have {initial.mus.size} servers, like the run being "
+                             f"continued; got {n}")
+        seed, start = initial.seed, initial.state
     else:
-        if seed is not None:
-            raise ValueError("seed must not be given with initial: a continued run draws from the "
-                             "random state stored in initial")
-        if replicas is not None:
-            replicas = _validate.integer("replicas", replicas, low=1)
-        if isinstance(initial, SimulationResult):
-            if initial.policy != policy:
-                raise ValueError(f"policy must match the run being continued: initial was run with "
-                                 f"{initial.policy!r}, got policy={policy!r}")
-            if initial.mus.size != n:
-                raise ValueError(f"mus must have {initial.mus.size} servers, like the run being "
-                                 f"continued; got {n}")
-            seed, start = initial.seed, initial.state
-        else:
-            start = initial
-        start = _check_state(start, n, replicas, policy)
-        replicas = start.rng.shape[0]
-    if chunk is not None:
-        chunk = _validate.integer("chunk", chunk, low=1, high=_MAX_CHUNK)
-    R = _sharding.padded(replicas)
-    _validate.work("steps", float(steps + burn_in) * R * _work_units(n, use_bits))
-    _validate.memory("replicas", R * (64.0 * n + 256.0),
-                     f"{R} replicas x {n} servers x about 64 bytes (counters, state, results)")
-    if progress is None:
-        progress = (steps + burn_in) * R * _work_units(n, use_bits) > 2e8  # roughly > 10 s
-    if initial is None:
-        start = _fresh_state(seed, replicas, n, policy)
+        start = initial
+    start = _check_state(start, n, replicas, policy)
+    return start, seed, start.rng.shape[0]
 
-    perm = _order(m, policy)  # kernel order; results are mapped back to input order
+
+def _run(lam_f: float, m: np.ndarray, perm: np.ndarray, start: ChainState, R: int, use_bits: bool,
+         weights: np.ndarray | None, policy: str, *, burn_in: int, steps: int, chunk: int | None,
+         replicas: int, progress: bool) -> tuple[tuple[np.ndarray, ...], ChainState]:
+    """Run the kernel from ``start``: the totals (busy, done, queue, arrivals, waits) of the first
+    ``replicas`` replicas on the host, and their final state."""
+    n = m.size
     cuts = _cut_points(lam_f, m[perm])
-    Lambda = lam_f + math.fsum(m)
     with jax.enable_x64(True):
         chain = _to_kernel(start, perm, R, use_bits)
-        totals = _Totals(*(_sharding.put(np.zeros(s, np.int64), -1) for s in ((n, R), (n, R), (R,), (R,), (R,))))
+        shapes = ((n, R), (n, R), (R,), (R,), (R,))
+        totals = _Totals(*(_sharding.put(np.zeros(s, np.int64), -1) for s in shapes))
         cuts_d = jnp.asarray(np.array(cuts, dtype=np.uint64))
         if use_bits:
             run = partial(_bits_chunk, cuts=cuts_d, rule=_RULE[policy], n=n)
         else:
             wd = None if weights is None else jnp.asarray(weights[perm], jnp.float64)
             run = partial(_array_chunk, cuts=cuts_d, rule=_RULE[policy], weights=wd)
-        chain, totals = _drive(lambda c, t, s, r: run(c, t, nsteps=s, record=r), chain, totals,
-                               burn_in=burn_in, steps=steps, chunk=chunk, replicas=replicas, progress=progress)
-        tot_busy, tot_done, tot_q, tot_arr, tot_wait = (_sharding.gather(t)[..., :replicas] for t in totals)
-        state = _from_kernel(chain, perm, replicas, n, policy)
-
-    inv = np.argsort(perm)
-    time = steps / Lambda
-    with np.errstate(invalid="ignore", divide="ignore"):
-        wait_fraction = np.where(tot_arr > 0, tot_wait / np.maximum(tot_arr, 1), np.nan)
-    return SimulationResult(
-        lam=lam_f, mus=m.copy(), policy=policy, steps=steps, burn_in=burn_in, seed=seed,
-        busy_fraction=(tot_busy / steps).T[:, inv], throughput=(tot_done / time).T[:, inv],
-        mean_queue=tot_q / steps, wait_fraction=wait_fraction, arrivals=tot_arr,
-        time=np.full(replicas, time), state=state)
+        step = lambda c, t, s, r: run(c, t, nsteps=s, record=r)
+        chain, totals = _drive(step, chain, totals, burn_in=burn_in, steps=steps, chunk=chunk,
+                               replicas=replicas, progress=progress)
+        host = tuple(_sharding.gather(t)[..., :replicas] for t in totals)
+        return host, _from_kernel(chain, perm, replicas, n, policy)

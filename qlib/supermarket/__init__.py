@@ -22,6 +22,8 @@ Public API:
 - :func:`perfect_samples` — exact stationary samples of the bounded model (coupling from the past).
 """
 
+from qlib.supermarket.direct import direct_simulation
+from qlib.supermarket.exact import ExactEquilibrium, exact_equilibrium, exact_stationary, exact_tail_fraction
 from qlib.supermarket.point import Point
 from qlib.supermarket.simulation import (
     SupermarketResult,
@@ -31,8 +33,6 @@ from qlib.supermarket.simulation import (
     simulate,
     simulate_many,
 )
-from qlib.supermarket.exact import ExactEquilibrium, exact_equilibrium, exact_stationary, exact_tail_fraction
-from qlib.supermarket.direct import direct_simulation
 from qlib.supermarket.theory import (
     all_sampled_at_least,
     asymptotic_profile,
@@ -44,24 +44,55 @@ from qlib.supermarket.theory import (
 )
 
 __all__ = [
-    "Point", "SupermarketResult", "simulate", "simulate_many", "initial_counts", "counts_from_lengths", "counts_all_at",
-    "ExactEquilibrium", "exact_equilibrium", "exact_stationary", "exact_tail_fraction", "direct_simulation",
-    "all_sampled_at_least", "asymptotic_profile", "boundary_distance", "fluid_drift",
-    "fluid_fixed_point", "fluid_trajectory", "predicted_max_length",
+    "Point",
+    "SupermarketResult",
+    "simulate",
+    "simulate_many",
+    "initial_counts",
+    "counts_from_lengths",
+    "counts_all_at",
+    "ExactEquilibrium",
+    "exact_equilibrium",
+    "exact_stationary",
+    "exact_tail_fraction",
+    "direct_simulation",
+    "all_sampled_at_least",
+    "asymptotic_profile",
+    "boundary_distance",
+    "fluid_drift",
+    "fluid_fixed_point",
+    "fluid_trajectory",
+    "predicted_max_length",
 ]
 
 # Mixing time by monotone coupling (notebook 02).
 from qlib.supermarket.coupling import (  # noqa: E402
-    coupled_paths, exact_coupling, l1_distance, meeting_times, meeting_times_many, tv_distance, tv_noise_floor,
+    coupled_paths,
+    exact_coupling,
+    l1_distance,
+    meeting_times,
+    meeting_times_many,
+    tv_distance,
+    tv_noise_floor,
 )
 
-__all__ += ["meeting_times", "meeting_times_many", "coupled_paths", "exact_coupling", "l1_distance", "tv_distance", "tv_noise_floor"]
+__all__ += [
+    "meeting_times",
+    "meeting_times_many",
+    "coupled_paths",
+    "exact_coupling",
+    "l1_distance",
+    "tv_distance",
+    "tv_noise_floor",
+]
 
 # Equilibrium, maximum queue length, refined mean field (notebook 01).
-from qlib.supermarket.refined import RefinedMeanField, refined_mean_field, relaxation_time  # noqa: E402
 from qlib.supermarket.equilibrium import (  # noqa: E402
-    EquilibriumEstimate, estimate_equilibrium, estimate_equilibrium_many,
+    EquilibriumEstimate,
+    estimate_equilibrium,
+    estimate_equilibrium_many,
 )
+from qlib.supermarket.refined import RefinedMeanField, refined_mean_field, relaxation_time  # noqa: E402
 
 __all__ += ["RefinedMeanField", "refined_mean_field", "relaxation_time",
             "EquilibriumEstimate", "estimate_equilibrium", "estimate_equilibrium_many"]

@@ -29,8 +29,9 @@ oracle :func:`exact_coupling` (exact meeting-time law and marginal laws on the p
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -38,9 +39,9 @@ from qlib import _rng
 from qlib import _validate as V
 from qlib.supermarket import chain as K
 from qlib.supermarket import simulation as S
+from qlib.supermarket.initial import _initial_counts
 from qlib.supermarket.point import Point, as_point
 from qlib.supermarket.simulation import counts_all_at
-from qlib.supermarket.theory import all_sampled_at_least
 
 __all__ = ["meeting_times", "meeting_times_many", "coupled_paths", "CoupledPaths", "l1_distance",
            "tv_distance", "tv_noise_floor", "exact_coupling", "ExactCoupling"]
@@ -48,16 +49,19 @@ __all__ = ["meeting_times", "meeting_times_many", "coupled_paths", "CoupledPaths
 
 # --------------------------------------------------------------------------- helpers
 
-def _resolve_starts(point: Point, starts: Sequence[Any], replicas: int, where: str = "starts") -> list[np.ndarray]:
+def _resolve_starts(point: Point, starts: Sequence[Any], replicas: int, where: str = "starts"
+                    ) -> list[np.ndarray]:
     """Each start as counts of shape (levels+1, replicas), padded to a common number of levels."""
     us = []
     for j, s in enumerate(starts):
         try:
-            u = S._initial_counts(point, s)
+            u = _initial_counts(point, s)
         except ValueError as e:
             raise ValueError(f"{where}[{j}]: {e}") from None
         if u.ndim == 2 and u.shape[0] != replicas:
-            raise ValueError(f"{where}[{j}] has one row per replica, so it needs {replicas} rows; got {u.shape[0]}")
+            raise ValueError(
+                f"{where}[{j}] has one row per replica, so it needs {replicas} rows; got {u.shape[0]}"
+            )
         us.append(np.broadcast_to(u if u.ndim == 2 else u[None], (replicas, u.shape[-1])))
     top = max(u.shape[1] for u in us)
     # every start as int64 counts (and their uint32 device copy), before building them
@@ -125,34 +129,62 @@ def meeting_times(n: int | Point, d: int | None = None, lam: float | None = None
                   progress: bool | None = None, capacity: int | None = None) -> np.ndarray:
     """Meeting times of the monotone coupling from the bottom and the top start.
 
-    ``n``, ``d``, ``lam`` and ``replacement`` are the supermarket model's parameters, or one
-    :class:`~qlib.supermarket.point.Point` in their place (see :func:`qlib.supermarket.simulate`). Two count chains are driven by the same draws: the
-    bottom one starts at ``bottom`` (default: all queues empty), the top one at ``top``
-    (default: all n queues at length ``top_length``); ``bottom <= top`` is required. Returns a
-    float array of shape (replicas,): for each replica the number of jump-chain steps until
-    the two chains coincide (one unit of model time is (1 + lam) n steps), ``inf`` if they
-    have not met within ``max_steps``. With ``ordered=False`` the two starts need not be
-    ordered (e.g. a good start against a stationary sample, one row per replica): the meeting
-    is then detected by equality of all counts at every step; d_TV(law from bottom at t,
-    law from top at t) <= P(T_meet > t) still holds (the coupling inequality). P(T_meet > t)
-    bounds the total-variation distance to equilibrium at step t from every start in between
-    (module docstring).
+    Two count chains are driven by the same draws, the bottom one from ``bottom``, the top one
+    from ``top``. P(T_meet > t) bounds the total-variation distance to equilibrium at step t from
+    every start in between (the coupling inequality). Replica r uses the stream
+    ``_rng.replica_states(seed, r)``, so its meeting time does not depend on ``replicas``.
 
-    Replica r uses the stream ``_rng.replica_states(seed, r)``, so its meeting time does not
-    depend on ``replicas``; the same seed gives the same array. ``levels`` (the initial number
-    of tracked lengths) only affects speed: it grows when a queue would pass it. ``lam`` may
-    be given as ``one_minus_lam`` instead (see :func:`qlib.supermarket.simulate`).
+    Args:
+        n: number of queues, or a :class:`~qlib.supermarket.point.Point` in place of
+            (n, d, lam, replacement) (see :func:`qlib.supermarket.simulate`).
+        d: choices per arrival.
+        lam: arrival rate per queue (or ``one_minus_lam``).
+        replicas: independent pairs.
+        seed: seed of the random streams.
+        top_length: the top start's queue length (all n queues at it) when ``top`` is None.
+        max_steps: steps at most; a pair that has not met by then reads ``inf``.
+        one_minus_lam: 1 - lam in place of ``lam``.
+        replacement: sample with replacement (default True) or without.
+        bottom: the bottom start (default: all queues empty), as :func:`qlib.supermarket.simulate`'s
+            ``initial``.
+        top: the top start (default: all n queues at ``top_length``); ``bottom <= top`` is required.
+        ordered: False lets the starts be unordered (e.g. a good start against a stationary
+            sample, one row per replica): the meeting is then detected by equality of all counts;
+            the coupling inequality still holds.
+        levels: the initial number of tracked lengths (speed only: it grows on demand).
+        progress: show a progress bar.
+        capacity: L for the coupling of the bounded model (docs/models.md#bounded-model), whose top
+            state is all queues at L (``top_length`` <= L); an arrival lost in the top only also
+            closes the gap, so the meeting is detected by equality of all counts.
 
-    ``capacity`` = L: the coupling of the bounded model (docs/models.md#bounded-model), whose
-    top state is all queues at L (``top_length`` <= L). There an arrival lost in the top only
-    also closes the gap, so the meeting is detected by equality of all counts.
+    Returns:
+        (replicas,) float jump-chain steps until the two chains coincide (one unit of model time
+        is (1 + lam) n steps), ``inf`` where they have not met within ``max_steps``.
+
+    Raises:
+        ValueError: naming the parameter out of its range (or starts that are not ordered), before
+            any compile.
     """
     replicas = V.integer("replicas", replicas, low=1)
     ordered = _bool("ordered", ordered)
     capacity = _capacity(capacity, top_length)
-    pt = _meet_point("", n, d, lam, one_minus_lam=one_minus_lam, replicas=replicas, seed=seed,
-                     top_length=top_length, max_steps=max_steps, replacement=replacement, bottom=bottom, top=top,
-                     ordered=ordered, levels=levels, capacity=capacity)
+    pt = _meet_point(
+        "",
+        n,
+        d,
+        lam,
+        one_minus_lam=one_minus_lam,
+        replicas=replicas,
+        seed=seed,
+        top_length=top_length,
+        max_steps=max_steps,
+        replacement=replacement,
+        bottom=bottom,
+        top=top,
+        ordered=ordered,
+        levels=levels,
+        capacity=capacity,
+    )
     return _run_meeting([pt], replicas, pt.point.replacement, ordered, progress, capacity)[0]
 
 
@@ -161,7 +193,9 @@ def _capacity(capacity: Any, top_length: Any) -> int | None:
         return None
     capacity = S._capacity(capacity)
     if isinstance(top_length, (int, np.integer)) and top_length > capacity:
-        raise ValueError(f"top_length must be <= capacity = {capacity} in the bounded model; got {top_length}")
+        raise ValueError(
+            f"top_length must be <= capacity = {capacity} in the bounded model; got {top_length}"
+        )
     return capacity
 
 
@@ -176,10 +210,25 @@ def meeting_times_many(points: Sequence[tuple | Point], *, replicas: int, top_le
     max_steps=max_steps[p], ...)``.
 
     ``points`` are (n, d, lam) or Points, or (n, d) with ``one_minus_lam`` one value per point
-    (or one for all); they share one ``replacement`` (the points' own, or True). ``top_length`` and ``max_steps`` are an int or one per point; ``seeds`` one per point
-    (default 0, 1, ..., P-1); ``bottom`` and ``top`` one start for all points or a list of one
+    (or one for all); they share one ``replacement`` (the points' own, or True). ``top_length``
+    and ``max_steps`` are an int or one per point; ``seeds`` one per point (default 0, 1, ...,
+    P-1); ``bottom`` and ``top`` one start for all points or a list of one
     per point. Lanes are ordered by ``max_steps``; every lane stops at its own ``max_steps``,
     and the run ends as soon as every replica of every point has met.
+
+    Args:
+        points: (n, d, lam) or Points, or (n, d) with ``one_minus_lam``.
+        replicas: pairs per point.
+        top_length, max_steps: an int or one per point.
+        seeds: one per point.
+        one_minus_lam, replacement, bottom, top, ordered, levels, progress, capacity: as in
+            :func:`meeting_times`; ``bottom`` and ``top`` may be one per point.
+
+    Returns:
+        One (replicas,) array of meeting times per point.
+
+    Raises:
+        ValueError: naming the parameter (``points[j]`` for a point), before any compile.
     """
     if isinstance(points, (str, bytes)) or not isinstance(points, Sequence) or len(points) < 1:
         raise ValueError(f"points must be a non-empty sequence of (n, d, lam); got {points!r}")
@@ -203,23 +252,49 @@ def meeting_times_many(points: Sequence[tuple | Point], *, replicas: int, top_le
             isinstance(x, (int, np.integer)) for x in v) else [v] * P
 
     seeds_l = list(range(P)) if seeds is None else per("seeds", seeds)
-    if seeds is not None and (not isinstance(seeds, (list, tuple, np.ndarray)) or (isinstance(seeds, np.ndarray) and seeds.ndim != 1)):
+    if seeds is not None and (
+        not isinstance(seeds, (list, tuple, np.ndarray))
+        or (isinstance(seeds, np.ndarray) and seeds.ndim != 1)
+    ):
         raise ValueError(f"seeds must be a sequence of one seed per point ({P}); got {seeds!r}")
     oml_l = per("one_minus_lam", one_minus_lam) if one_minus_lam is not None else [None] * P
     pts = []
-    for j, (pt, oml, tl, ms, sd, b, tp) in enumerate(zip(points, oml_l, per("top_length", top_length),
-                                                       per("max_steps", max_steps), seeds_l, per_start(bottom),
-                                                       per_start(top))):
+    for j, (pt, oml, tl, ms, sd, b, tp) in enumerate(
+        zip(
+            points,
+            oml_l,
+            per("top_length", top_length),
+            per("max_steps", max_steps),
+            seeds_l,
+            per_start(bottom),
+            per_start(top),
+        )
+    ):
         want = 3 if oml is None else 2
         if not isinstance(pt, Point) and (not isinstance(pt, (tuple, list)) or len(pt) != want):
-            raise ValueError(f"points[{j}] must be {'(n, d, lam)' if want == 3 else '(n, d) (one_minus_lam is given)'}"
-                             f" or a Point; got {pt!r}")
+            raise ValueError(
+                f"points[{j}] must be {'(n, d, lam)' if want == 3 else '(n, d) (one_minus_lam is given)'}"
+                f" or a Point; got {pt!r}"
+            )
         args = (pt, None, None) if isinstance(pt, Point) else (pt[0], pt[1], pt[2] if oml is None else None)
         try:
-            pts.append(_meet_point(f"points[{j}]: ", *args, one_minus_lam=oml,
-                                   replicas=replicas, seed=sd, top_length=tl, max_steps=ms, replacement=replacement,
-                                   bottom=b, top=tp, ordered=ordered, levels=levels,
-                                   capacity=_capacity(capacity, tl)))
+            pts.append(
+                _meet_point(
+                    f"points[{j}]: ",
+                    *args,
+                    one_minus_lam=oml,
+                    replicas=replicas,
+                    seed=sd,
+                    top_length=tl,
+                    max_steps=ms,
+                    replacement=replacement,
+                    bottom=b,
+                    top=tp,
+                    ordered=ordered,
+                    levels=levels,
+                    capacity=_capacity(capacity, tl),
+                )
+            )
         except ValueError as err:
             raise ValueError(f"points[{j}]: {err}") from None
     V.work("max_steps", float(sum(p.max_steps for p in pts)) * replicas)
@@ -250,9 +325,19 @@ def _run_meeting(pts: list[_MeetPoint], R: int, replacement: bool, ordered: bool
     L0 = max(p.levels for p in pts)
     per_level = K.ChainDriver.device_bytes_per_level(lanes, 2)
     V.memory("replicas", (L0 + 1) * per_level, f"{L0 + 1} levels x {lanes} lanes x 2 chains")
-    drv = K.ChainDriver(u0.astype(np.uint32), rng0, params, replacement=replacement, levels=L0, progress=progress,
-                        total=end, desc="meeting times", max_levels=max(L0, K.level_limit(width, end)),
-                        bytes_per_level=per_level, capacity=capacity is not None)
+    drv = K.ChainDriver(
+        u0.astype(np.uint32),
+        rng0,
+        params,
+        replacement=replacement,
+        levels=L0,
+        progress=progress,
+        total=end,
+        desc="meeting times",
+        max_levels=max(L0, K.level_limit(width, end)),
+        bytes_per_level=per_level,
+        capacity=capacity is not None,
+    )
     # bounded: a lost arrival can close the gap too, which the ordered (D) test does not count
     ordered = ordered and capacity is None
     try:
@@ -300,10 +385,10 @@ class CoupledPaths:
         return self.times / ((1.0 + self.lam) * self.n)
 
 
-def coupled_paths(n: int | Point, d: int | None = None, lam: float | None = None, starts: Sequence[Any] | None = None,
-                  *, steps: int, replicas: int, seed: int, record_every: int = 1, one_minus_lam: float | None = None,
-                  replacement: bool | None = None, levels: int | None = None,
-                  progress: bool | None = None) -> CoupledPaths:
+def coupled_paths(n: int | Point, d: int | None = None, lam: float | None = None,
+                  starts: Sequence[Any] | None = None, *, steps: int, replicas: int, seed: int,
+                  record_every: int = 1, one_minus_lam: float | None = None, replacement: bool | None = None,
+                  levels: int | None = None, progress: bool | None = None) -> CoupledPaths:
     """Run one coupled chain per entry of ``starts`` and record all of them.
 
     Each start is anything :func:`qlib.supermarket.initial_counts` accepts ("empty", "fluid",
@@ -312,6 +397,22 @@ def coupled_paths(n: int | Point, d: int | None = None, lam: float | None = None
     at which two of these chains agree is the meeting time that function reports. Frames are
     taken at steps 0, ``record_every``, ..., ``steps`` (``steps`` must be a multiple of
     ``record_every``). Each chain alone is the supermarket count chain (tested).
+
+    Args:
+        n, d, lam, one_minus_lam, replacement: the point, as in :func:`meeting_times`.
+        starts: the starts, one chain each.
+        steps: steps recorded, a multiple of ``record_every``.
+        replicas: independent sets of coupled chains.
+        seed: seed of the random streams.
+        record_every: steps between frames.
+        levels: the initial number of tracked lengths.
+        progress: show a progress bar.
+
+    Returns:
+        A :class:`CoupledPaths`.
+
+    Raises:
+        ValueError: naming the parameter out of its range, before any compile.
     """
     point = as_point(n, d, lam, one_minus_lam=one_minus_lam, replacement=replacement, simulation=True)
     replacement = point.replacement
@@ -337,9 +438,18 @@ def coupled_paths(n: int | Point, d: int | None = None, lam: float | None = None
     V.memory("record_every", (L + 1) * per_level,
              f"{nframes + 1} frames x {C} chains x {replicas} replicas x {L + 1} levels x 16 bytes")
     params = K.lane_params([point], [replicas])
-    drv = K.ChainDriver(np.stack(u0).astype(np.uint32), _replica_states(seed, replicas), params,
-                        replacement=replacement, levels=L, progress=progress, total=steps, desc="coupled paths",
-                        max_levels=max(L, K.level_limit(L0 + 1, steps)), bytes_per_level=per_level)
+    drv = K.ChainDriver(
+        np.stack(u0).astype(np.uint32),
+        _replica_states(seed, replicas),
+        params,
+        replacement=replacement,
+        levels=L,
+        progress=progress,
+        total=steps,
+        desc="coupled paths",
+        max_levels=max(L, K.level_limit(L0 + 1, steps)),
+        bytes_per_level=per_level,
+    )
     try:
         first = drv.lanes_of(drv.state.u)
         out = drv.run(record_every, observe="seen", frames=nframes)
@@ -347,230 +457,15 @@ def coupled_paths(n: int | Point, d: int | None = None, lam: float | None = None
         Lf = K.final_levels(L, int(drv.peak().max()), drv.max_levels)
     finally:
         drv.close()
-    arr = np.stack([K.pad_levels(f, max(Lf + 1, f.shape[1]), axis=1)[:, : Lf + 1] for f in frames]).astype(np.int64)
+    arr = np.stack([K.pad_levels(f, max(Lf + 1, f.shape[1]), axis=1)[:, : Lf + 1] for f in frames]).astype(
+        np.int64
+    )
     # (F, C, L+1, R) -> (C, R, F, L+1)
     counts = np.ascontiguousarray(arr.transpose(1, 3, 0, 2))
     times = np.arange(nframes + 1, dtype=np.int64) * record_every
     return CoupledPaths(point=point, seed=seed, times=times, counts=counts)
 
 
-# --------------------------------------------------------------------------- estimators
-
-def l1_distance(counts_a: Any, counts_b: Any) -> np.ndarray:
-    """L1 distance sum_{i>=1} |u_i - u'_i| between two count vectors (last axis = levels).
-
-    It equals sum_j |q_(j) - q'_(j)| for the two vectors of queue lengths sorted in the same
-    order (the cheapest way to move customers from one state to the other); for ordered
-    coupled chains it is the excess number of customers D of the upper one. The shorter
-    vector is padded with zeros.
-    """
-    a, b = V.int_array("counts_a", counts_a), V.int_array("counts_b", counts_b)
-    if a.ndim < 1 or b.ndim < 1 or a.shape[:-1] != b.shape[:-1]:
-        raise ValueError(f"counts_a and counts_b must agree except in their last (level) axis; got "
-                         f"{a.shape} and {b.shape}")
-    m = max(a.shape[-1], b.shape[-1])
-    pad = lambda x: np.pad(x, [(0, 0)] * (x.ndim - 1) + [(0, m - x.shape[-1])])  # noqa: E731
-    return np.abs(pad(a).astype(np.int64) - pad(b).astype(np.int64))[..., 1:].sum(axis=-1)
-
-
-def _law(values: np.ndarray, edges: np.ndarray) -> np.ndarray:
-    idx = np.searchsorted(edges, values, side="right") - 1
-    return np.bincount(idx.ravel(), minlength=edges.size - 1)[: edges.size - 1] / values.size
-
-
-def tv_distance(samples: Any, reference: Any, *, reference_is_pmf: bool = False,
-                bins: int | None = None) -> np.ndarray:
-    """Total-variation distance between the empirical law of integer ``samples`` and a reference.
-
-    ``samples`` has the replicas on its LAST axis (e.g. u_k(t) over replicas, shape
-    (times, replicas)); one distance is returned per leading index. ``reference`` is either a
-    sample of the reference law (e.g. u_k in equilibrium, any shape) or, with
-    ``reference_is_pmf``, its probability mass function on 0, 1, 2, ....
-
-    ``bins``: group the values into that many cells of (nearly) equal reference mass (cut at
-    reference quantiles) before comparing: the TV of grouped laws is a LOWER bound on the TV
-    of the laws themselves, and grouping keeps the sampling noise (see :func:`tv_noise_floor`)
-    small when the values are spread over many integers (u_k at large n).
-    """
-    x = V.array("samples", samples)
-    if x.ndim < 1 or x.shape[-1] < 1 or x.dtype.kind not in "iuf" or np.any(~np.isfinite(x)):
-        raise ValueError("samples must be a finite real array with replicas on the last axis")
-    try:
-        ref = np.asarray(reference, dtype=float)
-    except (TypeError, ValueError, OverflowError):
-        raise ValueError(f"reference must be a real array; got {type(reference).__name__}") from None
-    reference_is_pmf = _bool("reference_is_pmf", reference_is_pmf)
-
-    def cells(count: float) -> None:  # the histogram's cells, before they are allocated
-        V.memory("samples", 32.0 * count, f"{count:.3g} histogram cells (one per integer value) x 32 bytes")
-
-    if reference_is_pmf:
-        if ref.ndim != 1 or np.any(~np.isfinite(ref)) or np.any(ref < 0) or abs(ref.sum() - 1) > 1e-8:
-            raise ValueError("reference must be a 1-D probability vector (non-negative, sum 1) when reference_is_pmf")
-        if bins is not None:
-            raise ValueError("bins is only supported with a reference sample, not a pmf; got bins="
-                             f"{bins}")
-        if np.any(x < 0):
-            raise ValueError("samples must be >= 0 when reference_is_pmf (the pmf is on 0, 1, 2, ...)")
-        cells(max(ref.size, float(x.max()) + 1) + 1)
-        edges = np.arange(max(ref.size, int(x.max()) + 1) + 1) - 0.5
-        p_ref = np.pad(ref, (0, edges.size - 1 - ref.size))
-    else:
-        if ref.size < 1 or np.any(~np.isfinite(ref)):
-            raise ValueError("reference must be a non-empty finite sample")
-        if bins is None:
-            lo, hi = min(x.min(), ref.min()), max(x.max(), ref.max())
-            cells(float(np.floor(hi)) - float(np.floor(lo)) + 2)
-            edges = np.arange(np.floor(lo), np.floor(hi) + 2) - 0.5
-        else:
-            bins = V.integer("bins", bins, low=1)
-            V.memory("bins", 32.0 * (bins + 1), f"{bins + 1} bin edges x 32 bytes")
-            qs = np.unique(np.quantile(ref, np.linspace(0, 1, bins + 1)[1:-1], method="higher"))
-            edges = np.concatenate([[-np.inf], qs - 0.5, [np.inf]])
-        p_ref = _law(ref.ravel(), edges)
-    flat = x.reshape(-1, x.shape[-1])
-    out = np.array([0.5 * np.abs(_law(row, edges) - p_ref).sum() for row in flat])
-    return out.reshape(x.shape[:-1])
-
-
-def tv_noise_floor(pmf: Any, size: int, reference_size: int | None = None) -> float:
-    """Upper bound on the expected upward bias of :func:`tv_distance` from finite samples.
-
-    With ``size`` samples of a law p, E|p_hat_j - p_j| <= sqrt(p_j (1 - p_j)/size), so the
-    empirical TV exceeds the true one by at most 0.5 sum_j sqrt(p_j(1 - p_j)/size) on average
-    (plus the same term for a reference sample of ``reference_size``). Deviations beyond that
-    are sub-Gaussian: one sample moves the TV by at most 1/size (McDiarmid).
-    """
-    try:
-        p = np.asarray(pmf, dtype=float)
-    except (TypeError, ValueError, OverflowError):
-        raise ValueError(f"pmf must be an array of probabilities in [0, 1]; got {type(pmf).__name__}") from None
-    if np.any(~np.isfinite(p)) or np.any(p < 0) or np.any(p > 1):
-        raise ValueError("pmf must hold probabilities in [0, 1]")
-    size = V.integer("size", size, low=1)
-    f = 0.5 * np.sqrt(p * (1 - p) / size).sum()
-    if reference_size is not None:
-        f += 0.5 * np.sqrt(p * (1 - p) / V.integer("reference_size", reference_size, low=1)).sum()
-    return float(f)
-
-
-# --------------------------------------------------------------------------- small-n oracle
-
-@dataclass(frozen=True)
-class ExactCoupling:
-    """Exact law of the coupled pair (bottom, top) for small n (see :func:`exact_coupling`).
-
-    ``survival[t]`` = P(T_meet > t), t = 0..steps; ``mean`` = E[T_meet]; ``bottom_law[t, v]``
-    and ``top_law[t, v]`` = P(u_level = v) for each chain at step t.
-    """
-
-    survival: np.ndarray
-    mean: float
-    bottom_law: np.ndarray
-    top_law: np.ndarray
-    states: int
-
-
-def _level_exact(u: tuple, arrival: bool, x: float, n: int, g) -> int:
-    """The chain's level rule in exact arithmetic: x is U (arrival) or the rank r (departure)."""
-    if arrival:
-        return sum(1 for ui in u if x < g[ui])
-    return sum(1 for ui in u if x < ui)
-
-
-def exact_coupling(n: int, d: int, lam: float, *, bottom: Sequence[int], top: Sequence[int],
-                   steps: int, level: int = 1, cap: int = 12, replacement: bool = True) -> ExactCoupling:
-    """Exact meeting-time law of the monotone coupling, for small n (the test oracle).
-
-    The pair (bottom, top) of count vectors u_1..u_cap is a Markov chain: with probability
-    lam/(1+lam) both see the same arrival uniform U, otherwise the same departure rank r,
-    uniform on {0..n-1}. Levels touched are as in the chain kernel: #{i: U < g(u_i)} and
-    #{i: r < u_i}. For each event, the pair's next state is constant on the intervals between
-    the breakpoints g(u_i), g(u'_i), so transition probabilities are exact interval lengths.
-    Arrivals at length ``cap`` are lost (keep ``cap`` well above every length you expect).
-    ``bottom``/``top`` are counts u_0..u_m (u_0 = n). Returns an :class:`ExactCoupling`.
-    """
-    import scipy.sparse as sp
-    import scipy.sparse.linalg as spla
-
-    point = Point.simulation(n, d, lam, replacement=replacement)
-    n, d, lam, replacement = point.n, point.d, point.lam, point.replacement
-    steps = V.integer("steps", steps, low=0)
-    cap = V.integer("cap", cap, low=1, high=40)
-    level = V.integer("level", level, low=1, high=cap)
-    if n > 6:
-        raise ValueError(f"n must be an integer in [1, 6] for the exact pair chain; got {n}")
-    g = all_sampled_at_least(np.arange(n + 1) / n, d, replacement=replacement, n=n)
-
-    V.memory("steps", 8.0 * (steps + 1) * (2 * n + 3), f"the laws at {steps + 1} steps")
-
-    def norm(name, u):
-        a = V.int_array(name, u)
-        if a.ndim != 1 or a.size < 1 or a[0] != n or np.any(a < 0) or np.any(np.diff(a) > 0):
-            raise ValueError(f"{name} must be counts u_0..u_m with u_0 = n = {n}, non-negative and non-increasing; "
-                             f"got {u!r}")
-        u = [int(v) for v in a[1:]] + [0] * cap
-        return tuple(u[:cap])
-
-    def move(u, arrival, lv):
-        u = list(u)
-        if arrival:
-            if lv < cap:
-                u[lv] += 1  # u_{lv+1}: index lv in u_1..u_cap
-        elif lv >= 1:
-            u[lv - 1] -= 1
-        return tuple(u)
-
-    pa = lam / (1 + lam)
-    start = (norm("bottom", bottom), norm("top", top))
-    if any(a > b for a, b in zip(*start)):
-        raise ValueError("bottom must be <= top in every count")
-    index, states, trans = {start: 0}, [start], []
-    j = 0
-    while j < len(states):
-        lo, hi = states[j]
-        out: dict = {}
-        if True:  # met pairs keep moving (together): their marginals still evolve
-            cuts = sorted({0.0, 1.0} | {float(g[v]) for v in lo + hi})
-            for a, b in zip(cuts[:-1], cuts[1:]):
-                if b > a:
-                    x = (a + b) / 2
-                    nxt = (move(lo, True, _level_exact(lo, True, x, n, g)),
-                           move(hi, True, _level_exact(hi, True, x, n, g)))
-                    out[nxt] = out.get(nxt, 0.0) + pa * (b - a)
-            for r in range(n):
-                nxt = (move(lo, False, _level_exact(lo, False, r, n, g)),
-                       move(hi, False, _level_exact(hi, False, r, n, g)))
-                out[nxt] = out.get(nxt, 0.0) + (1 - pa) / n
-        for s, p in out.items():
-            if s not in index:
-                index[s] = len(states)
-                states.append(s)
-            trans.append((j, index[s], p))
-        j += 1
-        if len(states) > 300_000:
-            raise ValueError(f"n = {n}, cap = {cap}: the pair chain has too many states; lower cap")
-    S = len(states)
-    rows, cols, vals = zip(*trans)
-    P = sp.csr_matrix((vals, (rows, cols)), shape=(S, S))
-    met = np.array([lo == hi for lo, hi in states])
-    # E[T] from the start: (I - Q) m = 1 on the unmet states
-    keep = np.nonzero(~met)[0]
-    mean = 0.0
-    if not met[0]:
-        Q = P[keep][:, keep]
-        m = spla.spsolve((sp.identity(keep.size) - Q).tocsc(), np.ones(keep.size))
-        mean = float(m[0])
-    u_lo = np.array([lo[level - 1] for lo, _ in states])
-    u_hi = np.array([hi[level - 1] for _, hi in states])
-    PT = P.T.tocsr()
-    mu = np.zeros(S)
-    mu[0] = 1.0
-    surv, blaw, tlaw = [], [], []
-    for _ in range(steps + 1):
-        surv.append(mu[~met].sum())
-        blaw.append(np.bincount(u_lo, weights=mu, minlength=n + 1))
-        tlaw.append(np.bincount(u_hi, weights=mu, minlength=n + 1))
-        mu = PT @ mu
-    return ExactCoupling(survival=np.array(surv), mean=mean, bottom_law=np.array(blaw),
-                         top_law=np.array(tlaw), states=S)
+# the small-n oracle and the distance estimators, importable from here as before
+from qlib.supermarket.coupling_exact import ExactCoupling, exact_coupling  # noqa: E402
+from qlib.supermarket.distances import l1_distance, tv_distance, tv_noise_floor  # noqa: E402

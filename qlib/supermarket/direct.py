@@ -9,16 +9,29 @@ from __future__ import annotations
 
 import numpy as np
 
-from qlib.supermarket.point import Point
 from qlib import _validate as V
+from qlib.supermarket.point import Point
 
 
 def direct_simulation(n: int, d: int, lam: float, *, steps: int, seed: int = 0, burn_in: int = 0,
                       replacement: bool = True, levels: int = 8) -> np.ndarray:
-    """Time-average fraction of queues with length >= i (i = 0..levels) of one replica.
+    """Time-average fraction of queues with length >= i of one replica: the plain reference.
 
     Same uniformisation as the count chain; ties among shortest sampled queues are broken by
     the first sampled, which does not matter for the counts.
+
+    Args:
+        n, d, lam, replacement: the point.
+        steps: measured steps.
+        seed: seed of the stream.
+        burn_in: steps before the measured ones.
+        levels: the last level reported.
+
+    Returns:
+        (levels + 1,) time-average u_i/n.
+
+    Raises:
+        ValueError: naming the parameter out of its range.
     """
     p = Point.simulation(n, d, lam, replacement=replacement)
     n, d, lam, replacement = p.n, p.d, p.lam, p.replacement
@@ -47,7 +60,9 @@ def direct_simulation(n: int, d: int, lam: float, *, steps: int, seed: int = 0, 
                 q[who[j]] -= 1
             t += 1
             if t > burn_in:
-                acc += np.bincount(np.minimum(q, levels + 1), minlength=levels + 2)[::-1].cumsum()[::-1][: levels + 1]
+                acc += np.bincount(np.minimum(q, levels + 1), minlength=levels + 2)[::-1].cumsum()[::-1][
+                    : levels + 1
+                ]
             if t == burn_in + steps:
                 break
     return acc / (steps * n)

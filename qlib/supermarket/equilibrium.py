@@ -31,18 +31,18 @@ interval can be too narrow; read such levels as "rarely visited", not as estimat
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import numpy as np
 
 from qlib import _progress
 from qlib import _validate as V
-from qlib import stats
+from qlib.supermarket.batch_means import _flow_summary, _pad, _summarise
 from qlib.supermarket.coupling import meeting_times
+from qlib.supermarket.point import Point, as_point
 from qlib.supermarket.refined import relaxation_time
 from qlib.supermarket.simulation import SupermarketResult, _capacity, simulate_many
-from qlib.supermarket.point import Point, as_point
 from qlib.supermarket.theory import fluid_fixed_point, predicted_max_length, steps_per_time
 
 BURN_IN_TAUS = 20.0
@@ -140,20 +140,33 @@ class EquilibriumEstimate:
         import pandas as pd
 
         p = self.point
-        return pd.DataFrame({
-            "n": p.n, "d": p.d, "lam": p.lam, "one_minus_lam": p.one_minus_lam, "replacement": p.replacement,
-            "level": np.arange(self.levels + 1),
-            "tail_fraction": self.tail_fraction, "tail_fraction_ci_low": self.ci_low,
-            "tail_fraction_ci_high": self.ci_high,
-            "queue_length_fraction": self.queue_length_distribution,
-            "queue_length_fraction_ci_low": self.length_ci_low, "queue_length_fraction_ci_high": self.length_ci_high,
-            "max_length_probability": _pad(self.max_length_distribution, self.levels + 1),
-            "max_length_probability_ci_low": _pad(self.max_ci_low, self.levels + 1),
-            "max_length_probability_ci_high": _pad(self.max_ci_high, self.levels + 1),
-            "precision_level": self.level, "converged": self.converged,
-            "relative_halfwidth": self.relative_halfwidth, "batches": self.batches, "steps": self.steps,
-            "relaxation_times": self.relaxation_times, "replicas": self.replicas, "seed": self.seed,
-        })
+        return pd.DataFrame(
+            {
+                "n": p.n,
+                "d": p.d,
+                "lam": p.lam,
+                "one_minus_lam": p.one_minus_lam,
+                "replacement": p.replacement,
+                "level": np.arange(self.levels + 1),
+                "tail_fraction": self.tail_fraction,
+                "tail_fraction_ci_low": self.ci_low,
+                "tail_fraction_ci_high": self.ci_high,
+                "queue_length_fraction": self.queue_length_distribution,
+                "queue_length_fraction_ci_low": self.length_ci_low,
+                "queue_length_fraction_ci_high": self.length_ci_high,
+                "max_length_probability": _pad(self.max_length_distribution, self.levels + 1),
+                "max_length_probability_ci_low": _pad(self.max_ci_low, self.levels + 1),
+                "max_length_probability_ci_high": _pad(self.max_ci_high, self.levels + 1),
+                "precision_level": self.level,
+                "converged": self.converged,
+                "relative_halfwidth": self.relative_halfwidth,
+                "batches": self.batches,
+                "steps": self.steps,
+                "relaxation_times": self.relaxation_times,
+                "replicas": self.replicas,
+                "seed": self.seed,
+            }
+        )
 
 
 def default_level(n: int | Point, d: int | None = None, lam: float | None = None) -> int:
@@ -169,77 +182,59 @@ def default_level(n: int | Point, d: int | None = None, lam: float | None = None
     return int(k) + 1 if n * s[int(k) + 1] >= 0.01 else int(k)
 
 
-def _pad(a: np.ndarray, L1: int) -> np.ndarray:
-    out = np.zeros(a.shape[:-1] + (L1,))
-    m = min(a.shape[-1], L1)
-    out[..., :m] = a[..., :m]
-    return out
-
-
-def _pooled(batches: np.ndarray, control: np.ndarray | None, lam: float):
-    """Mean and 95% half-width over pooled batch means ``batches`` (B, L+1); with ``control``
-    (B,) the batch means of u_1/n, the control-variate estimator y - beta (c - lam)."""
-    B = batches.shape[0]
-    mean = batches.mean(axis=0)
-    var = batches.var(axis=0, ddof=1) if B > 1 else np.full(batches.shape[1], np.inf)
-    factor = np.ones(batches.shape[1])
-    if control is not None and B > 3 and control.var(ddof=1) > 0:
-        c = control - lam
-        beta = ((batches - mean) * (c - c.mean())[:, None]).sum(axis=0) / ((c - c.mean()) ** 2).sum()
-        adj = batches - beta[None, :] * c[:, None]
-        v_adj = adj.var(axis=0, ddof=1)
-        use = v_adj < var  # only where it helps (never at level 1 itself: there it is exact)
-        use[:2] = False
-        mean = np.where(use, adj.mean(axis=0), mean)
-        factor = np.where(use, v_adj / np.where(var > 0, var, 1.0), 1.0)
-        var = np.where(use, v_adj, var)
-        dof = B - 2
-    else:
-        dof = B - 1
-    half = stats.t_quantile(max(dof, 1)) * np.sqrt(var / B) if B > 1 else np.full_like(mean, np.inf)
-    return mean, half, factor
-
-
-def _lag1(x: np.ndarray) -> float:
-    """Lag-1 autocorrelation of consecutive batch means (replicas, batches), pooled."""
-    if x.shape[1] < 3:
-        return float("nan")
-    y = x - x.mean(axis=1, keepdims=True)
-    den = (y**2).sum()
-    return float((y[:, 1:] * y[:, :-1]).sum() / den) if den > 0 else 0.0
-
-
-def estimate_equilibrium(n: int | Point, d: int | None = None, lam: float | None = None, *, rel_error: float = 0.1,
-                         level: int | None = None, max_steps: int | None = None, seed: int = 0,
-                         replacement: bool | None = None, replicas: int = 8, burn_in: str = "auto",
-                         burn_taus: float = BURN_IN_TAUS, batch_taus: float = BATCH_TAUS, min_batches: int = 2,
-                         batches: int | None = None, progress: bool | None = None,
-                         one_minus_lam: float | None = None, flows: bool = False,
-                         variant=None, tau: float | None = None, capacity: int | None = None,
-                         start: str = "empty") -> EquilibriumEstimate:
+def estimate_equilibrium(n: int | Point, d: int | None = None, lam: float | None = None, *,
+                         rel_error: float = 0.1, level: int | None = None, max_steps: int | None = None,
+                         seed: int = 0, replacement: bool | None = None, replicas: int = 8,
+                         burn_in: str = "auto", burn_taus: float = BURN_IN_TAUS,
+                         batch_taus: float = BATCH_TAUS, min_batches: int = 2, batches: int | None = None,
+                         progress: bool | None = None, one_minus_lam: float | None = None,
+                         flows: bool = False, variant=None, tau: float | None = None,
+                         capacity: int | None = None, start: str = "empty") -> EquilibriumEstimate:
     """Estimate the stationary E[u_i]/n and the law of the longest queue of the supermarket model.
 
-    ``n`` queues, ``d`` choices, arrival rate ``lam`` per queue (or ``one_minus_lam``), sampling
-    with ``replacement`` (default True), or one :class:`~qlib.supermarket.point.Point` in their place.
-    Runs ``replicas`` chains from empty, burns in (``burn_in``: "coupling" certifies it by the
-    monotone coupling, "tau" uses ``burn_taus`` (20) relaxation times, "auto" takes the coupling
-    if it certifies a burn-in shorter than that, else ``burn_taus``), then adds batches of ``batch_taus`` tau until
-    the 95% CI half-width of E[u_level]/n is <= ``rel_error`` x the estimate (``level``
-    default: :func:`default_level`) with at least ``min_batches`` batches per replica, or
-    ``max_steps`` measured steps per replica (default: 200 batches) are spent; with ``batches``
-    it runs exactly that many batches instead. The same
-    ``seed`` gives the same numbers. ``flows=True`` also estimates the level-flow identity's
-    residual at every level (``flow_residual``, ``flow_residual_se``). ``variant``: estimate a near
-    wrong model (:mod:`qlib.supermarket.variants`) in place of JSQ(d), with the model's tau and,
-    since the monotone coupling certifies the model's burn-in only, ``burn_taus`` tau of burn-in.
-    ``capacity`` = L: estimate the bounded model (docs/models.md#bounded-model; the coupling
-    certificate then starts its top chain at L, which sandwiches every state, and no control
-    variate is used: E[u_1] = lam n fails when arrivals are lost). ``start="perfect"``: every
-    replica starts from its own exact stationary sample of the bounded model at ``capacity`` (or
-    at k + 3 for the unbounded model, exact up to the stationary mass there, which
-    ``burn_in_method`` reports), by coupling from the past on its words of times <= 0
-    (:func:`qlib.supermarket.perfect_samples`), and needs no burn-in.
-    Returns an :class:`EquilibriumEstimate`.
+    Runs ``replicas`` chains from empty, burns them in, then adds batches of ``batch_taus``
+    relaxation times until the 95% CI half-width of E[u_level]/n is <= ``rel_error`` x the
+    estimate (with at least ``min_batches`` batches per replica) or ``max_steps`` are spent. The
+    same ``seed`` gives the same numbers.
+
+    Args:
+        n: number of queues, or a :class:`~qlib.supermarket.point.Point` in place of
+            (n, d, lam, replacement).
+        d: choices per arrival.
+        lam: arrival rate per queue (or ``one_minus_lam``).
+        rel_error: the target relative CI half-width, in (0, 1).
+        level: the level whose CI decides the stop (default: :func:`default_level`).
+        max_steps: measured steps per replica at most (default: 200 batches).
+        seed: seed of the random streams.
+        replacement: sample with replacement (default True) or without.
+        replicas: independent chains, >= 2.
+        burn_in: "coupling" (certified by the monotone coupling), "tau" (``burn_taus``
+            relaxation times) or "auto" (the coupling if it certifies a shorter burn-in).
+        burn_taus: the burn-in (and the limit of a certified one) in relaxation times.
+        batch_taus: steps per batch, in relaxation times.
+        min_batches: batches per replica at least.
+        batches: run exactly that many batches instead of stopping sequentially.
+        progress: show a progress bar toward the precision target.
+        one_minus_lam: 1 - lam in place of ``lam``.
+        flows: also estimate the level-flow identity's residual at every level
+            (``flow_residual``, ``flow_residual_se``).
+        variant: a near wrong model (:mod:`qlib.supermarket.variants`) in place of JSQ(d), run
+            with the model's tau and ``burn_taus`` of burn-in (the coupling certifies the model's
+            burn-in only).
+        tau: the relaxation time that sizes burn-in and batches (default: the point's own).
+        capacity: L for the bounded model (docs/models.md#bounded-model): the coupling's top chain
+            starts at L, which sandwiches every state, and no control variate is used.
+        start: "empty", or "perfect": every replica starts from its own exact stationary sample
+            (of the bounded model at ``capacity``, or at k + 3 for the unbounded model, exact up
+            to the stationary mass there, which ``burn_in_method`` reports; coupling from the past,
+            :func:`qlib.supermarket.perfect_samples`) and needs no burn-in.
+
+    Returns:
+        An :class:`EquilibriumEstimate`.
+
+    Raises:
+        ValueError: naming the parameter out of its range, before any compile; ``burn_in`` when
+            "coupling" does not certify a burn-in within 50 x ``burn_taus``.
     """
     point = as_point(n, d, lam, one_minus_lam=one_minus_lam, replacement=replacement, simulation=True)
     return estimate_equilibrium_many([point], rel_error=rel_error, level=level,
@@ -261,23 +256,37 @@ def estimate_equilibrium_many(points: Sequence[tuple[int, int, float] | Point], 
                               progress: bool | None = None, flows: bool = False,
                               variant=None, capacity: int | None = None,
                               start: str = "empty") -> list[EquilibriumEstimate]:
-    """:func:`estimate_equilibrium` at several (n, d, lam) points at once: each round runs every
-    unconverged point as lanes of one kernel (:func:`qlib.supermarket.simulate_many`). Point p
-    with seed ``seeds[p]`` (default p) gives exactly the numbers of the single-point call.
-    ``batches``: run exactly that many batches per replica instead of stopping sequentially.
-    ``max_steps``: one cap, or one per point. ``burn_taus``: the burn-in (and the limit of a
-    certified one) in tau. ``tau``: the relaxation time(s) that size burn-in and batches (default: each point's own,
-    :func:`qlib.supermarket.relaxation_time`); a deliberately wrong model is run with the right
-    model's tau, so that it gets the same number of steps. ``points`` are (n, d, lam) or
-    :class:`~qlib.supermarket.point.Point`; they share one ``replacement`` (the points' own, or True).
-    ``flows``, ``variant``: as in :func:`estimate_equilibrium` (one variant for all points)."""
+    """:func:`estimate_equilibrium` at several points at once, each round in one kernel.
+
+    Each round runs every unconverged point as lanes of one kernel
+    (:func:`qlib.supermarket.simulate_many`). Point p with seed ``seeds[p]`` (default p) gives
+    exactly the numbers of the single-point call.
+
+    Args:
+        points: (n, d, lam) or :class:`~qlib.supermarket.point.Point`; they share one
+            ``replacement`` (the points' own, or True).
+        level, max_steps, tau: one value or one per point. ``tau``: the relaxation time(s) that
+            size burn-in and batches (default: each point's own,
+            :func:`qlib.supermarket.relaxation_time`); a deliberately wrong model is run with the
+            right model's tau, so that it gets the same number of steps.
+        seeds: one per point (default 0, 1, ..., P-1).
+        batches: run exactly that many batches per replica instead of stopping sequentially.
+        burn_taus: the burn-in (and the limit of a certified one) in tau.
+        rel_error, replicas, burn_in, batch_taus, min_batches, progress, flows, variant,
+            capacity, start: as in :func:`estimate_equilibrium` (one variant for all points).
+
+    Returns:
+        One :class:`EquilibriumEstimate` per point, in order.
+
+    Raises:
+        ValueError: naming the parameter out of its range, before any compile.
+    """
     if replacement is None:
         replacement = next((p.replacement for p in points if isinstance(p, Point)), True)
     points_ = [as_point(p, replacement=replacement, simulation=True) if isinstance(p, Point)
                else as_point(*p, replacement=replacement, simulation=True) for p in points]
     replacement = points_[0].replacement if points_ else bool(replacement)
-    pts = [(p.n, p.d, p.lam) for p in points_]
-    P = len(pts)
+    P = len(points_)
     if P < 1:
         raise ValueError("points must hold at least one (n, d, lam); got none")
     rel_error = V.real("rel_error", rel_error, low=0.0, high=1.0)
@@ -291,174 +300,254 @@ def estimate_equilibrium_many(points: Sequence[tuple[int, int, float] | Point], 
     seeds = list(range(P)) if seeds is None else [V.integer("seeds", s, low=0, high=2**63 - 1) for s in seeds]
     if len(seeds) != P:
         raise ValueError(f"seeds must hold one seed per point ({P}); got {len(seeds)}")
-    if level is None or isinstance(level, (int, np.integer)):
-        levels = [default_level(p) if level is None else V.integer("level", level, low=1) for p in points_]
-    else:
-        levels = [V.integer("level", x, low=1) for x in level]
-        if len(levels) != P:
-            raise ValueError(f"level must be an int or one per point ({P}); got {len(levels)}")
-
-    if tau is None:
-        tau = [relaxation_time(d, lam) for _, d, lam in pts]
-    elif isinstance(tau, (int, float, np.integer, np.floating)):
-        tau = [V.real("tau", tau, low=0.0)] * P
-    else:
-        tau = [V.real("tau", t, low=0.0) for t in tau]
-        if len(tau) != P:
-            raise ValueError(f"tau must be one value or one per point ({P}); got {len(tau)}")
-    per_tau = [steps_per_time(n, lam) * t for (n, _, lam), t in zip(pts, tau)]
-    batch = [max(1, int(math.ceil(batch_taus * s))) for s in per_tau]
-    if batches is not None:
-        batches = V.integer("batches", batches, low=1)
-        min_batches = batches
-        cap = [batches * b for b in batch]
-    elif max_steps is None:
-        cap = [200 * b for b in batch]
-    elif isinstance(max_steps, (int, np.integer)):
-        cap = [V.integer("max_steps", max_steps, low=1)] * P
-    else:
-        cap = [V.integer("max_steps", m, low=1) for m in max_steps]
-        if len(cap) != P:
-            raise ValueError(f"max_steps must be an int or one per point ({P}); got {len(cap)}")
-    for c, (n, d, lam) in zip(cap, pts):
-        V.work("max_steps", float(c) * replicas * P)
+    levels = _levels(level, points_)
+    plan = _Budget.of(points_, tau, batch_taus, batches, max_steps, min_batches, replicas)
     if progress is None:
-        progress = sum(cap) * replicas >= 5e10
-
+        progress = sum(plan.cap) * replicas >= 5e10
     capacity = _capacity(capacity)
     if capacity is not None:  # no level above the capacity holds mass
         levels = [min(lv, capacity) for lv in levels]
     V.choice("start", start, ("empty", "perfect"))
     if start == "perfect" and variant is not None and variant != "model":
-        raise ValueError("start='perfect' draws the model's stationary law, not a variant's; use start='empty'")
+        raise ValueError(
+            "start='perfect' draws the model's stationary law, not a variant's; use start='empty'"
+        )
+    burns = [_burn_in(points_[p], plan.per_tau[p], burn_in, burn_taus, start, capacity, replicas, seeds[p])
+             for p in range(P)]
+    runs = _Rounds(P)
+    runs.run(points_, plan, burns, levels, seeds, replicas=replicas, rel_error=rel_error,
+             replacement=replacement, progress=progress, flows=flows, variant=variant, capacity=capacity)
+    return [runs.estimate(p, points_[p], plan, burns[p], levels[p], seeds[p], replicas=replicas,
+                          rel_error=rel_error, flows=flows, capacity=capacity, start=start) for p in range(P)]
 
-    # --- burn-in
-    burn, method, first = [], [], []
-    for p, ((n, d, lam), s) in enumerate(zip(pts, per_tau)):
-        b_tau = int(math.ceil(burn_taus * s))
-        k = predicted_max_length(points_[p])
-        if start == "perfect":
-            ps, why = _perfect_start(points_[p], capacity, replicas, seeds[p], s)
-            burn.append(0)
-            method.append(why)
-            first.append({"counts": ps.counts})
-            continue
-        first.append("empty")
-        if burn_in != "tau" and (math.isfinite(k) or capacity is not None):
-            # bounded: the top state (all at L) sandwiches every start, so the certificate is exact
-            top_len = capacity if capacity is not None else int(k) + 2
-            T = meeting_times(points_[p], replicas=replicas, seed=seeds[p], top_length=top_len,
-                              max_steps=b_tau if burn_in == "auto" else 50 * b_tau,
-                              progress=False, capacity=capacity)
-            if np.all(np.isfinite(T)):
-                b = int(T.max())
-                burn.append(b)
-                method.append(f"coupling: all {replicas} replicas from empty met the chain from all queues "
-                              + (f"at capacity L = {top_len}" if capacity is not None else f"at k+2 = {top_len}")
-                              + f" by step {b} ({b / s:.1f} tau)")
-                continue
-            if burn_in == "coupling":
-                raise ValueError(f"burn_in='coupling': the chains had not all met within 50 x {burn_taus:g} tau "
-                                 f"= {50 * b_tau} steps at (n, d, lam) = {(n, d, lam)}; use burn_in='tau'")
-        burn.append(b_tau)
-        method.append(f"{burn_taus:g} tau = {b_tau} steps (the coupling did not certify a shorter one)"
-                      if burn_in == "auto" and math.isfinite(k) else f"{burn_taus:g} tau = {b_tau} steps")
 
-    # --- batches, round by round, continuing every chain exactly. A round runs m batches in
-    # one call; m grows with what the CI still needs, so a long estimate costs few calls.
-    results: list[SupermarketResult | None] = [None] * P
-    tails: list[list[np.ndarray]] = [[] for _ in range(P)]  # per round: (replicas, m, L+1)
-    flowb: list[list[np.ndarray]] = [[] for _ in range(P)]  # per round: (replicas, m, L+1) of g(u_i)
-    maxes: list[list[tuple[int, np.ndarray]]] = [[] for _ in range(P)]  # (steps, (replicas, L+1))
-    nb = [0] * P
-    want = [min_batches] * P  # batches to run in the next round
-    done = [False] * P
-    est: list[tuple] = [None] * P  # type: ignore[list-item]
-    # Progress toward the precision target, not through the step budget (which a sequential
-    # estimate rarely spends): each point counts min(1, (rel_error / reached)^2), the share of
-    # the batches it needs that it has run if the variance per batch stays as it is; 1 when done.
-    bar = _progress.progress_bar(P, show=progress, desc="equilibrium", unit="point")
-    shown, rounds = 0.0, 0
-    try:
-        while not all(done):
-            todo = [p for p in range(P) if not done[p]]
-            m_of = {p: max(1, min(want[p], cap[p] // batch[p] - nb[p])) for p in todo}
-            # one call per round size (a call runs one batch count for all of its points)
-            for m in sorted(set(m_of.values())):
-                grp = [p for p in todo if m_of[p] == m]
-                out = simulate_many([points_[p] for p in grp], steps=[m * batch[p] for p in grp], replicas=replicas,
-                                    seeds=[seeds[p] for p in grp], batches=m,
-                                    burn_in=[burn[p] if results[p] is None else 0 for p in grp],
-                                    initial=[results[p] if results[p] is not None else first[p] for p in grp],
-                                    replacement=replacement, progress=False, flows=flows, variant=variant,
-                                    capacity=capacity)
-                for p, r in zip(grp, out):
-                    results[p] = r
-                    tails[p].append(r.batch_tail_fraction)
-                    if flows:
-                        flowb[p].append(r.batch_flow_fraction)
-                    maxes[p].append((r.steps, r.max_length_distribution))
-                    nb[p] += m
-            for p in todo:
-                # E[u_1] = lam n is exact for every routing rule, but not when arrivals are lost
-                est[p] = _summarise(tails[p], maxes[p], pts[p][2] if capacity is None else None, levels[p])
-                mean, half = est[p][0][levels[p]], est[p][1][levels[p]]
-                if (nb[p] >= min_batches and mean > 0 and half <= rel_error * mean) or nb[p] >= cap[p] // batch[p]:
-                    done[p] = True
-                    continue
-                # batches still needed if the variance per batch stays what it is (at least double)
-                need = nb[p] * (half / (rel_error * mean)) ** 2 if mean > 0 else 2 * nb[p]
-                want[p] = int(min(max(nb[p], math.ceil(1.1 * need) - nb[p]), 4 * nb[p]))
-            rounds += 1
-            reached = [est[p][1][levels[p]] / est[p][0][levels[p]] if est[p][0][levels[p]] > 0 else math.inf
-                       for p in range(P)]
-            share = sum(1.0 if done[p] else min(1.0, (rel_error / reached[p]) ** 2) for p in range(P))
-            bar.update(share - shown)
-            shown = share
-            open_ = [reached[p] for p in range(P) if not done[p]]
-            bar.set_postfix(round=rounds, target=f"{rel_error:.3g}",
-                            worst=f"{max(open_):.3g}" if open_ else "done")
-    finally:
-        bar.close()
+def _levels(level, points: list[Point]) -> list[int]:
+    """The level whose CI decides each point's stop: ``level`` once or per point, or the default."""
+    if level is None or isinstance(level, (int, np.integer)):
+        return [default_level(p) if level is None else V.integer("level", level, low=1) for p in points]
+    levels = [V.integer("level", x, low=1) for x in level]
+    if len(levels) != len(points):
+        raise ValueError(f"level must be an int or one per point ({len(points)}); got {len(levels)}")
+    return levels
 
-    out_est = []
-    for p, (n, d, lam) in enumerate(pts):
-        mean, half, factor, mmean, mhalf, lag1, pmean, phalf = est[p]
-        lv = min(levels[p], mean.size - 1)
+
+@dataclass
+class _Budget:
+    """Per point: the relaxation time ``tau``, steps per tau, steps per batch, the step cap; and
+    the batches a point runs at least."""
+
+    tau: list[float]
+    per_tau: list[float]
+    batch: list[int]
+    cap: list[int]
+    min_batches: int
+
+    @classmethod
+    def of(cls, points: list[Point], tau, batch_taus: float, batches, max_steps, min_batches: int,
+           replicas: int) -> _Budget:
+        P = len(points)
+        if tau is None:
+            tau = [relaxation_time(p.d, p.lam) for p in points]
+        elif isinstance(tau, (int, float, np.integer, np.floating)):
+            tau = [V.real("tau", tau, low=0.0)] * P
+        else:
+            tau = [V.real("tau", t, low=0.0) for t in tau]
+            if len(tau) != P:
+                raise ValueError(f"tau must be one value or one per point ({P}); got {len(tau)}")
+        per_tau = [steps_per_time(p.n, p.lam) * t for p, t in zip(points, tau)]
+        batch = [max(1, int(math.ceil(batch_taus * s))) for s in per_tau]
+        if batches is not None:
+            batches = V.integer("batches", batches, low=1)
+            min_batches = batches
+            cap = [batches * b for b in batch]
+        elif max_steps is None:
+            cap = [200 * b for b in batch]
+        elif isinstance(max_steps, (int, np.integer)):
+            cap = [V.integer("max_steps", max_steps, low=1)] * P
+        else:
+            cap = [V.integer("max_steps", m, low=1) for m in max_steps]
+            if len(cap) != P:
+                raise ValueError(f"max_steps must be an int or one per point ({P}); got {len(cap)}")
+        for c in cap:
+            V.work("max_steps", float(c) * replicas * P)
+        return cls(tau, per_tau, batch, cap, min_batches)
+
+
+def _burn_in(point: Point, per_tau: float, burn_in: str, burn_taus: float, start: str, capacity: int | None,
+             replicas: int, seed: int) -> tuple[int, str, object]:
+    """(burn-in steps, how they were found, the start) of one point: an exact stationary start,
+    a burn-in certified by the monotone coupling, or ``burn_taus`` relaxation times."""
+    b_tau = int(math.ceil(burn_taus * per_tau))
+    k = predicted_max_length(point)
+    if start == "perfect":
+        ps, why = _perfect_start(point, capacity, replicas, seed, per_tau)
+        return 0, why, {"counts": ps.counts}
+    if burn_in != "tau" and (math.isfinite(k) or capacity is not None):
+        # bounded: the top state (all at L) sandwiches every start, so the certificate is exact
+        top_len = capacity if capacity is not None else int(k) + 2
+        T = meeting_times(point, replicas=replicas, seed=seed, top_length=top_len,
+                          max_steps=b_tau if burn_in == "auto" else 50 * b_tau,
+                          progress=False, capacity=capacity)
+        if np.all(np.isfinite(T)):
+            b = int(T.max())
+            return b, (f"coupling: all {replicas} replicas from empty met the chain from all queues "
+                       + (f"at capacity L = {top_len}" if capacity is not None else f"at k+2 = {top_len}")
+                       + f" by step {b} ({b / per_tau:.1f} tau)"), "empty"
+        if burn_in == "coupling":
+            raise ValueError(f"burn_in='coupling': the chains had not all met within 50 x {burn_taus:g} tau "
+                             f"= {50 * b_tau} steps at (n, d, lam) = {(point.n, point.d, point.lam)}; "
+                             "use burn_in='tau'")
+    return (
+        b_tau,
+        (
+            f"{burn_taus:g} tau = {b_tau} steps (the coupling did not certify a shorter one)"
+            if burn_in == "auto" and math.isfinite(k)
+            else f"{burn_taus:g} tau = {b_tau} steps"
+        ),
+        "empty",
+    )
+
+
+class _Rounds:
+    """The batches of every point, round by round, continuing every chain exactly. A round runs m
+    batches in one call; m grows with what the CI still needs, so a long estimate costs few calls."""
+
+    def __init__(self, P: int):
+        self.P = P
+        self.results: list[SupermarketResult | None] = [None] * P
+        self.tails: list[list[np.ndarray]] = [[] for _ in range(P)]  # per round: (replicas, m, L+1)
+        self.flowb: list[list[np.ndarray]] = [[] for _ in range(P)]  # per round: (replicas, m, L+1) of g(u_i)
+        self.maxes: list[list[tuple[int, np.ndarray]]] = [[] for _ in range(P)]  # (steps, (replicas, L+1))
+        self.nb = [0] * P
+        self.est: list[tuple] = [None] * P  # type: ignore[list-item]
+
+    def run(self, points: list[Point], plan: _Budget, burns: list[tuple], levels: list[int], seeds: list[int],
+            *, replicas: int, rel_error: float, replacement: bool, progress: bool, flows: bool, variant,
+            capacity: int | None) -> None:
+        """Run rounds until every point's CI at its level meets ``rel_error`` or its cap is spent."""
+        P = self.P
+        want = [plan.min_batches] * P  # batches to run in the next round
+        done = [False] * P
+        # Progress toward the precision target, not through the step budget (which a sequential
+        # estimate rarely spends): each point counts min(1, (rel_error / reached)^2), the share of
+        # the batches it needs that it has run if the variance per batch stays as it is; 1 when done.
+        bar = _progress.progress_bar(P, show=progress, desc="equilibrium", unit="point")
+        shown, rounds = 0.0, 0
+        try:
+            while not all(done):
+                todo = [p for p in range(P) if not done[p]]
+                m_of = {p: max(1, min(want[p], plan.cap[p] // plan.batch[p] - self.nb[p])) for p in todo}
+                # one call per round size (a call runs one batch count for all of its points)
+                for m in sorted(set(m_of.values())):
+                    self._call(
+                        [p for p in todo if m_of[p] == m],
+                        m,
+                        points,
+                        plan,
+                        burns,
+                        seeds,
+                        replicas=replicas,
+                        replacement=replacement,
+                        flows=flows,
+                        variant=variant,
+                        capacity=capacity,
+                    )
+                for p in todo:
+                    done[p], want[p] = self._judge(p, points[p], plan, levels[p], rel_error, capacity)
+                rounds += 1
+                reached = [self.est[p][1][levels[p]] / self.est[p][0][levels[p]]
+                           if self.est[p][0][levels[p]] > 0 else math.inf for p in range(P)]
+                share = sum(1.0 if done[p] else min(1.0, (rel_error / reached[p]) ** 2) for p in range(P))
+                bar.update(share - shown)
+                shown = share
+                open_ = [reached[p] for p in range(P) if not done[p]]
+                bar.set_postfix(round=rounds, target=f"{rel_error:.3g}",
+                                worst=f"{max(open_):.3g}" if open_ else "done")
+        finally:
+            bar.close()
+
+    def _call(self, grp: list[int], m: int, points, plan: _Budget, burns, seeds, *, replicas, replacement,
+              flows, variant, capacity) -> None:
+        """m more batches of the points ``grp``, in one kernel call."""
+        res = self.results
+        out = simulate_many(
+            [points[p] for p in grp],
+            steps=[m * plan.batch[p] for p in grp],
+            replicas=replicas,
+            seeds=[seeds[p] for p in grp],
+            batches=m,
+            burn_in=[burns[p][0] if res[p] is None else 0 for p in grp],
+            initial=[res[p] if res[p] is not None else burns[p][2] for p in grp],
+            replacement=replacement,
+            progress=False,
+            flows=flows,
+            variant=variant,
+            capacity=capacity,
+        )
+        for p, r in zip(grp, out):
+            res[p] = r
+            self.tails[p].append(r.batch_tail_fraction)
+            if flows:
+                self.flowb[p].append(r.batch_flow_fraction)
+            self.maxes[p].append((r.steps, r.max_length_distribution))
+            self.nb[p] += m
+
+    def _judge(self, p: int, point: Point, plan: _Budget, level: int, rel_error: float,
+               capacity: int | None) -> tuple[bool, int]:
+        """(whether point p is done, the batches its next round runs), from its estimate so far."""
+        nb = self.nb[p]
+        # E[u_1] = lam n is exact for every routing rule, but not when arrivals are lost
+        self.est[p] = _summarise(self.tails[p], self.maxes[p], point.lam if capacity is None else None, level)
+        mean, half = self.est[p][0][level], self.est[p][1][level]
+        if (nb >= plan.min_batches and mean > 0 and half <= rel_error * mean) or nb >= plan.cap[
+            p
+        ] // plan.batch[p]:
+            return True, 0
+        # batches still needed if the variance per batch stays what it is (at least double)
+        need = nb * (half / (rel_error * mean)) ** 2 if mean > 0 else 2 * nb
+        return False, int(min(max(nb, math.ceil(1.1 * need) - nb), 4 * nb))
+
+    def estimate(self, p: int, point: Point, plan: _Budget, burn: tuple, level: int, seed: int, *,
+                 replicas: int, rel_error: float, flows: bool, capacity: int | None, start: str
+                 ) -> EquilibriumEstimate:
+        """Point p's :class:`EquilibriumEstimate` from its batches."""
+        mean, half, factor, mmean, mhalf, lag1, pmean, phalf = self.est[p]
+        nb, batch = self.nb[p], plan.batch[p]
+        lv = min(level, mean.size - 1)
         rel = float(half[lv] / mean[lv]) if mean[lv] > 0 else float("inf")
-        fl = _flow_summary(tails[p], flowb[p], lam) if flows else {}
-        vname = results[p].variant if results[p] is not None else "model"
-        out_est.append(EquilibriumEstimate(
-            point=points_[p], tail_fraction=mean, ci_low=mean - half,
-            ci_high=mean + half, queue_length_distribution=pmean, length_ci_low=pmean - phalf,
-            length_ci_high=pmean + phalf, max_length_distribution=mmean, max_ci_low=np.clip(mmean - mhalf, 0, 1),
-            max_ci_high=np.clip(mmean + mhalf, 0, 1), level=levels[p], rel_error=rel_error,
-            relative_halfwidth=rel, converged=bool(rel <= rel_error), relaxation_time=tau[p],
-            relaxation_times=nb[p] * batch[p] / per_tau[p], burn_in=burn[p], burn_in_method=method[p],
-            steps=nb[p] * batch[p], batch_steps=batch[p], batches=nb[p], replicas=replicas, seed=seeds[p],
-            batch_lag1=lag1, variance_factor=float(factor[lv]), variant=vname, capacity=capacity, start=start,
-            **fl))
-    return out_est
-
-
-def _flow_summary(tails: list[np.ndarray], flows: list[np.ndarray], lam: float) -> dict:
-    """E[g(u_i)] and the level-flow residual Z_j = u_j/n - lam g(u_{j-1}) from the paired batch
-    means of every round (replicas, m, L+1), pooled over replicas and batches (Student t)."""
-    L1 = max(max(t.shape[2] for t in tails), max(f.shape[2] for f in flows)) + 1
-    T = np.concatenate([_pad(t, L1) for t in tails], axis=1).reshape(-1, L1)
-    F = np.concatenate([_pad(f, L1) for f in flows], axis=1).reshape(-1, L1)
-    B = T.shape[0]
-    Z = T[:, 1:] - lam * F[:, :-1]  # level j = 1..L1-1 at index j-1
-    fmean = F.mean(axis=0)[:-1]
-    zmean = Z.mean(axis=0)
-    if B > 1:
-        q = stats.t_quantile(B - 1)
-        fse = F.std(axis=0, ddof=1)[:-1] / math.sqrt(B)
-        zse = Z.std(axis=0, ddof=1) / math.sqrt(B)
-    else:
-        q, fse, zse = np.inf, np.full_like(fmean, np.inf), np.full_like(zmean, np.inf)
-    return dict(flow_fraction=fmean, flow_ci_low=fmean - q * fse, flow_ci_high=fmean + q * fse,
-                flow_residual=zmean, flow_residual_se=zse, flow_dof=B - 1)
+        fl = _flow_summary(self.tails[p], self.flowb[p], point.lam) if flows else {}
+        vname = self.results[p].variant if self.results[p] is not None else "model"
+        return EquilibriumEstimate(
+            point=point,
+            tail_fraction=mean,
+            ci_low=mean - half,
+            ci_high=mean + half,
+            queue_length_distribution=pmean,
+            length_ci_low=pmean - phalf,
+            length_ci_high=pmean + phalf,
+            max_length_distribution=mmean,
+            max_ci_low=np.clip(mmean - mhalf, 0, 1),
+            max_ci_high=np.clip(mmean + mhalf, 0, 1),
+            level=level,
+            rel_error=rel_error,
+            relative_halfwidth=rel,
+            converged=bool(rel <= rel_error),
+            relaxation_time=plan.tau[p],
+            relaxation_times=nb * batch / plan.per_tau[p],
+            burn_in=burn[0],
+            burn_in_method=burn[1],
+            steps=nb * batch,
+            batch_steps=batch,
+            batches=nb,
+            replicas=replicas,
+            seed=seed,
+            batch_lag1=lag1,
+            variance_factor=float(factor[lv]),
+            variant=vname,
+            capacity=capacity,
+            start=start,
+            **fl,
+        )
 
 
 def _perfect_start(point: Point, capacity: int | None, replicas: int, seed: int, steps_per_tau: float):
@@ -469,30 +558,15 @@ def _perfect_start(point: Point, capacity: int | None, replicas: int, seed: int,
     L = capacity if capacity is not None else capacity_for(point)
     ps = perfect_samples(point, capacity=L, replicas=replicas, seed=seed)
     mass, se = ps.mass_at_capacity
-    why = (f"perfect: every replica starts from its own exact stationary sample of the bounded model at L = {L} "
-           f"(coupling from the past, mean coalescence {ps.coalescence_steps.mean():.3g} steps = "
-           f"{ps.coalescence_steps.mean() / steps_per_tau:.1f} tau); no burn-in")
+    why = (
+        f"perfect: every replica starts from its own exact stationary sample of the bounded model at L = {L} "
+        f"(coupling from the past, mean coalescence {ps.coalescence_steps.mean():.3g} steps = "
+        f"{ps.coalescence_steps.mean() / steps_per_tau:.1f} tau); no burn-in"
+    )
     if capacity is None:
         why += (f"; for the unbounded chain the start is exact up to the stationary mass at L, "
                 f"E[u_L]/n = {mass:.2g} ± {se:.1g}, loss probability {ps.loss_probability[0]:.2g}")
     return ps, why
-
-
-def _summarise(tails: list[np.ndarray], maxes: list[tuple[int, np.ndarray]], lam: float | None, level: int):
-    """Pooled batch-means estimates of the tail from per-round (replicas, m, L_round+1) arrays;
-    the law of the maximum from replica means over the whole run (R - 1 degrees of freedom)."""
-    L1 = max(max(t.shape[2] for t in tails), max(m.shape[1] for _, m in maxes), level + 1)
-    T = np.concatenate([_pad(t, L1) for t in tails], axis=1)  # (replicas, batches, L+1)
-    R, B = T.shape[:2]
-    flat = T.reshape(R * B, L1)
-    control = flat[:, 1] if lam is not None else None  # lam None: no exact control variate
-    mean, half, factor = _pooled(flat, control, lam)
-    pflat = flat - np.concatenate([flat[:, 1:], np.zeros((flat.shape[0], 1))], axis=1)
-    pmean, phalf, _ = _pooled(pflat, control, lam)
-    w = np.array([s for s, _ in maxes], dtype=float)
-    M = sum(wi * _pad(m, L1) for wi, (_, m) in zip(w, maxes)) / w.sum()  # (replicas, L+1)
-    est = stats.replica_mean(M)
-    return mean, half, factor, est.mean, est.halfwidth(), _lag1(T[:, :, level]), pmean, phalf
 
 
 __all__ = ["EquilibriumEstimate", "estimate_equilibrium", "estimate_equilibrium_many", "default_level"]

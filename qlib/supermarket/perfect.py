@@ -51,8 +51,14 @@ from qlib.supermarket.point import Point
 from qlib.supermarket.simulation import MAX_CAPACITY
 from qlib.supermarket.theory import all_sampled_at_least, predicted_max_length
 
-__all__ = ["PerfectSamples", "perfect_samples", "capacity_for", "coalescence_lower_bound", "forward_meeting_states",
-           "state_law"]
+__all__ = [
+    "PerfectSamples",
+    "perfect_samples",
+    "capacity_for",
+    "coalescence_lower_bound",
+    "forward_meeting_states",
+    "state_law",
+]
 
 #: Default budget: replica-steps (both chains) per sample beyond which a round is refused.
 DEFAULT_MAX_STEPS = 2**40
@@ -136,9 +142,22 @@ def coalescence_lower_bound(n: int, capacity: int) -> int:
     return int(n) * int(capacity)
 
 
-def capacity_for(d: int, lam: float | None = None, *, one_minus_lam: float | None = None, extra: int = 3) -> int:
-    """k + ``extra``, the capacity at which the notebooks compare the bounded model with the
-    unbounded one (k the predicted maximum; at d = 1, where there is no k, ValueError)."""
+def capacity_for(d: int, lam: float | None = None, *, one_minus_lam: float | None = None, extra: int = 3
+                 ) -> int:
+    """k + ``extra``: the capacity at which the notebooks compare the bounded model with the unbounded one.
+
+    Args:
+        d: choices per arrival, >= 2 (k is finite only then).
+        lam: arrival rate per queue (or ``one_minus_lam``).
+        one_minus_lam: 1 - lam in place of ``lam``.
+        extra: levels above k, >= 0.
+
+    Returns:
+        The capacity.
+
+    Raises:
+        ValueError: naming ``d`` at d = 1, or the parameter out of its range.
+    """
     k = predicted_max_length(d, lam, one_minus_lam=one_minus_lam)
     if not math.isfinite(k):
         raise ValueError("d must be >= 2 for capacity_for (at d = 1 the maximum does not concentrate); "
@@ -154,7 +173,9 @@ def _check(n, d, lam, one_minus_lam, replacement, capacity, replicas, seed, max_
     capacity = V.integer("capacity", capacity, low=1, high=MAX_CAPACITY)  # the simulation's range
     replicas = V.integer("replicas", replicas, low=1, high=2**31 - 1)
     seed = V.integer("seed", seed, low=0, high=2**63 - 1)
-    max_steps = DEFAULT_MAX_STEPS if max_steps is None else V.integer("max_steps", max_steps, low=1, high=2**62)
+    max_steps = (
+        DEFAULT_MAX_STEPS if max_steps is None else V.integer("max_steps", max_steps, low=1, high=2**62)
+    )
     low = coalescence_lower_bound(n, capacity)
     if max_steps < low:
         raise ValueError(f"max_steps = {max_steps} cannot be met: the top state (all {n} queues at capacity "
@@ -167,8 +188,8 @@ def _check(n, d, lam, one_minus_lam, replacement, capacity, replicas, seed, max_
     return pt, capacity, replicas, seed, max_steps
 
 
-def perfect_samples(n: int | Point, d: int | None = None, lam: float | None = None, *, capacity: int, replicas: int, seed: int = 0,
-                    replacement: bool = True, max_steps: int | None = None,
+def perfect_samples(n: int | Point, d: int | None = None, lam: float | None = None, *, capacity: int,
+                    replicas: int, seed: int = 0, replacement: bool = True, max_steps: int | None = None,
                     one_minus_lam: float | None = None) -> PerfectSamples:
     """``replicas`` exact stationary samples of the supermarket model with queues of capacity L.
 
@@ -181,8 +202,24 @@ def perfect_samples(n: int | Point, d: int | None = None, lam: float | None = No
     anything compiles, and if a replica has not coalesced from the largest T within it, a
     ValueError names ``max_steps`` with how many had. ``seed`` selects the streams exactly as in
     ``simulate``: replica r's sample depends only on (seed, r).
+
+    Args:
+        n, d, lam, one_minus_lam, replacement: the point, as in :func:`qlib.supermarket.simulate`.
+        capacity: L, in [1, 10^4].
+        replicas: independent samples.
+        seed: seed of the streams.
+        max_steps: bound on T per replica (default 2^40), at least n L.
+
+    Returns:
+        A :class:`PerfectSamples`.
+
+    Raises:
+        ValueError: naming the parameter out of its range before anything compiles, or
+            ``max_steps`` (with how many replicas had coalesced) when a replica has not.
     """
-    pt, L, R, seed, max_steps = _check(n, d, lam, one_minus_lam, replacement, capacity, replicas, seed, max_steps)
+    pt, L, R, seed, max_steps = _check(
+        n, d, lam, one_minus_lam, replacement, capacity, replicas, seed, max_steps
+    )
     n, replacement = pt.n, pt.replacement
     params = K.lane_params([pt], [R])  # the event threshold of simulate at this point
     s0 = _rng.replica_states_np(seed, np.arange(R))

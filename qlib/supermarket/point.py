@@ -103,13 +103,13 @@ class Point:
 
     @classmethod
     def simulation(cls, n: Any, d: Any, lam: Any = None, *, one_minus_lam: Any = None,
-                   replacement: Any = True) -> "Point":
+                   replacement: Any = True) -> Point:
         """A point the simulation resolves: :class:`Point` and then :meth:`simulable` (n is
         checked against the simulation's range first, so it is the one named when too big)."""
         n = _simulation_n(n)
         return cls(n, d, lam, one_minus_lam=one_minus_lam, replacement=replacement).simulable()
 
-    def simulable(self) -> "Point":
+    def simulable(self) -> Point:
         """This point, if the 64-bit simulation resolves it (n in [1, 2^32 - 1]; lam and
         1 - lam both >= 2^-43, about 1.1e-13: the event threshold then holds them to 2^-20 of
         their value); ValueError naming the parameter otherwise."""
@@ -119,10 +119,17 @@ class Point:
         res = LAM_RESOLUTION
         name, value = self.given, getattr(self, self.given)
         if self.lam < res or self.one_minus_lam < res:
-            raise ValueError(f"{name} must give lam and 1 - lam both >= 2^-43 = {res:.3g} (lam in [{res:.3g}, 1 - {res:.3g}]): "
-                             f"the 64-bit event threshold resolves them to 2^-20 of their value only there; got "
-                             f"{name}={value!r}"
-                             + ("; for lam near 1 pass one_minus_lam" if name == "lam" and self.one_minus_lam < res else ""))
+            raise ValueError(
+                f"{name} must give lam and 1 - lam both >= 2^-43 = {res:.3g} "
+                f"(lam in [{res:.3g}, 1 - {res:.3g}]): the 64-bit event threshold resolves them to 2^-20 "
+                "of their value only there; got "
+                f"{name}={value!r}"
+                + (
+                    "; for lam near 1 pass one_minus_lam"
+                    if name == "lam" and self.one_minus_lam < res
+                    else ""
+                )
+            )
         return self
 
     # -- views
@@ -162,11 +169,11 @@ class Point:
             out["replacement"] = False
         return out
 
-    def with_d(self, d: int) -> "Point":
+    def with_d(self, d: int) -> Point:
         """The same point with another d (e.g. a wrong model JSQ(d') at the same load)."""
         return Point(self.n, d, **self.rate, replacement=self.replacement)
 
-    def with_n(self, n: int | None) -> "Point":
+    def with_n(self, n: int | None) -> Point:
         """The same point with another n."""
         return Point(n, self.d, **self.rate, replacement=self.replacement)
 
@@ -186,7 +193,9 @@ def as_point(n: Any, d: Any = None, lam: Any = None, *, one_minus_lam: Any = Non
             raise ValueError("a Point was given: leave d, lam and one_minus_lam out; got "
                              f"d={d!r}, lam={lam!r}, one_minus_lam={one_minus_lam!r}")
         if replacement is not None and bool(replacement) != n.replacement:
-            raise ValueError(f"replacement={replacement!r} differs from the point's replacement={n.replacement!r}")
+            raise ValueError(
+                f"replacement={replacement!r} differs from the point's replacement={n.replacement!r}"
+            )
         return n.simulable() if simulation else n
     rep = True if replacement is None else replacement
     if simulation:
@@ -194,20 +203,4 @@ def as_point(n: Any, d: Any = None, lam: Any = None, *, one_minus_lam: Any = Non
     return Point(n, d, lam, one_minus_lam=one_minus_lam, replacement=rep)
 
 
-def check_parameters(n: Any, d: Any, lam: Any = None, replacement: Any = True, *,
-                     one_minus_lam: Any = None) -> tuple[int | None, int, float, bool]:
-    """(n, d, lam, replacement) of the model's ranges, as a tuple (the older interface of
-    ``Point(n, d, lam, ...)``; no range is checked here that Point does not check)."""
-    p = Point(n, d, lam, one_minus_lam=one_minus_lam, replacement=replacement)
-    return p.n, p.d, p.lam, p.replacement
-
-
-def check_point(n: Any, d: Any, lam: Any, replacement: Any, one_minus_lam: Any = None) -> tuple[int, int, float, float, bool]:
-    """(n, d, lam, 1 - lam, replacement) of a simulation, as a tuple (the older interface of
-    :meth:`Point.simulation`)."""
-    p = Point.simulation(n, d, lam, one_minus_lam=one_minus_lam, replacement=replacement)
-    return p.n, p.d, p.lam, p.one_minus_lam, p.replacement
-
-
-__all__ = ["Point", "as_point", "check_parameters", "check_point", "arrival_threshold", "MAX_D", "MAX_N",
-           "LAM_RESOLUTION"]
+__all__ = ["Point", "as_point", "arrival_threshold", "MAX_D", "MAX_N", "LAM_RESOLUTION"]

@@ -341,6 +341,16 @@ def relaxation_time(d: int, lam: float) -> float:
     The slowest linear mode of the fluid ODE: a perturbation of the fixed point decays like
     exp(-t/tau). In the regime it is about d^(k-1) (docs/models.md#relaxation-time); it approaches
     1/(1-lam) only near a boundary (1-lam) d^j = 1. Run lengths are measured in units of tau.
+
+    Args:
+        d: choices per arrival.
+        lam: arrival rate per queue, in (0, 1).
+
+    Returns:
+        tau, in model time units.
+
+    Raises:
+        ValueError: naming the parameter out of its range.
     """
     return refined_mean_field(d, lam).relaxation_time
 
@@ -355,6 +365,19 @@ def refined_mean_field(d: int, lam: float, levels: int | None = None, *,
     replacement drift. ``order``: 1 (Gast & Van Houdt 2017: V) or 2 (Gast, Bortolussi &
     Tribastone 2019: also A and B, see the module docstring). Returns a
     :class:`RefinedMeanField`; ``.tail_fraction(n)`` is the refined E[u_i]/n.
+
+    Args:
+        d: choices per arrival, >= 1.
+        lam: arrival rate per queue, in (0, 1).
+        levels: the truncation L (default: until the fluid fixed point is below 1e-30).
+        replacement: sample with replacement (default) or without.
+        order: 1 or 2.
+
+    Returns:
+        A :class:`RefinedMeanField`.
+
+    Raises:
+        ValueError: naming the parameter out of its range.
     """
     p = Point(None, d, lam)
     d, lam = p.d, p.lam

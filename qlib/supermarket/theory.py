@@ -29,7 +29,7 @@ from scipy.integrate import solve_ivp
 from scipy.special import gammaln
 
 from qlib import _validate as V
-from qlib.supermarket.point import MAX_D, Point, check_parameters  # noqa: F401  (check_parameters: the older import path)
+from qlib.supermarket.point import MAX_D, Point
 
 
 def arrival_rate(lam: float | None = None, one_minus_lam: float | None = None) -> tuple[float, float]:
@@ -74,10 +74,25 @@ def _fractions(name: str, s) -> np.ndarray:
 def all_sampled_at_least(s, d: int, *, replacement: bool = True, n: int | None = None):
     """g(s): probability that all d sampled queues have length >= i when a fraction s has.
 
-    With replacement s^d; without replacement C(ns, d)/C(n, d) (zero when ns < d). ``s`` is
-    any array of fractions in [0, 1]; the result has its shape.
+    With replacement s^d; without replacement C(ns, d)/C(n, d) (zero when ns < d).
+
+    Args:
+        s: any array of fractions in [0, 1].
+        d: choices per arrival (or a Point).
+        replacement: sample with replacement (default) or without.
+        n: number of queues, required without replacement.
+
+    Returns:
+        g(s), with the shape of ``s``.
+
+    Raises:
+        ValueError: naming the parameter out of its range.
     """
-    pt = _point(d, None, None, replacement, n) if isinstance(d, Point) else Point(n, d, 0.5, replacement=replacement)
+    pt = (
+        _point(d, None, None, replacement, n)
+        if isinstance(d, Point)
+        else Point(n, d, 0.5, replacement=replacement)
+    )
     n, d, replacement = pt.n, pt.d, pt.replacement
     s = _fractions("s", s)
     if replacement:
@@ -128,8 +143,19 @@ def predicted_max_length(d: int, lam: float | None = None, *, one_minus_lam: flo
     """k = ceil(log(1/(1-lam)) / log d), the concentration point of the maximum queue length.
 
     Ratios within 1e-9 of an integer are taken as that integer, so floating point cannot push
-    lam = 0.99, d = 10 (ratio exactly 2) up to 3. Returns inf for d = 1 (no concentration).
-    The formula is the same with or without replacement.
+    lam = 0.99, d = 10 (ratio exactly 2) up to 3. The formula is the same with or without
+    replacement.
+
+    Args:
+        d: choices per arrival (or a :class:`~qlib.supermarket.point.Point`, carrying the rest).
+        lam: arrival rate per queue, in (0, 1).
+        one_minus_lam: 1 - lam in place of ``lam`` (kept as given: the paper's regime).
+
+    Returns:
+        k as a float; inf for d = 1 (no concentration).
+
+    Raises:
+        ValueError: naming the parameter out of its range.
     """
     p = _point(d, lam, one_minus_lam)
     d, g = p.d, _log_inverse_gap(p)
@@ -147,6 +173,17 @@ def boundary_distance(d: int, lam: float | None = None, *, one_minus_lam: float 
 
     The asymptotic profile is sharp only when this is not small; on a boundary, (1-lam)d^j ~ 1
     and two levels share the mass.
+
+    Args:
+        d: choices per arrival (or a :class:`~qlib.supermarket.point.Point`, carrying the rest).
+        lam: arrival rate per queue, in (0, 1).
+        one_minus_lam: 1 - lam in place of ``lam`` (kept as given: the paper's regime).
+
+    Returns:
+        The distance, in [0, 1/2].
+
+    Raises:
+        ValueError: naming the parameter out of its range.
     """
     p = _point(d, lam, one_minus_lam)
     d = V.integer("d", p.d, low=2, high=MAX_D)
@@ -157,11 +194,25 @@ def boundary_distance(d: int, lam: float | None = None, *, one_minus_lam: float 
 def fluid_fixed_point(d: int, lam: float | None = None, levels: int | None = None, *,
                       one_minus_lam: float | None = None, replacement: bool = True,
                       n: int | None = None) -> np.ndarray:
-    """Fixed point s_0..s_levels of the fluid limit, shape (levels+1,): s_0 = 1, s_i = lam g(s_{i-1}).
+    """Fixed point s_0..s_levels of the fluid limit: s_0 = 1, s_i = lam g(s_{i-1}).
 
     With replacement this is lam^((d^i - 1)/(d - 1)) (lam^i for d = 1); without replacement the
-    finite-n g(s) = C(ns, d)/C(n, d) is used, so ``n`` is required. Given ``one_minus_lam``,
-    log s_i = log1p(-(1-lam)) + d log s_{i-1} is summed in logs, keeping the digits of 1 - lam.
+    finite-n g(s) = C(ns, d)/C(n, d) is used. Given ``one_minus_lam``, log s_i =
+    log1p(-(1-lam)) + d log s_{i-1} is summed in logs, keeping the digits of 1 - lam.
+
+    Args:
+        d: choices per arrival (or a :class:`~qlib.supermarket.point.Point`, carrying the rest).
+        lam: arrival rate per queue, in (0, 1).
+        one_minus_lam: 1 - lam in place of ``lam`` (kept as given: the paper's regime).
+        levels: the last level L, >= 0 (required).
+        replacement: sample with replacement (default) or without.
+        n: number of queues, required without replacement.
+
+    Returns:
+        (levels + 1,) s_i.
+
+    Raises:
+        ValueError: naming the parameter out of its range.
     """
     p = _point(d, lam, one_minus_lam, replacement, n)
     n, d, lam, replacement = p.n, p.d, p.lam, p.replacement
@@ -203,10 +254,23 @@ def _drift(s, d, lam, replacement, n):
 
 def fluid_drift(s: np.ndarray, d: int, lam: float | None = None, *, one_minus_lam: float | None = None,
                 replacement: bool = True, n: int | None = None) -> np.ndarray:
-    """Right-hand side of the fluid ODE for s_1..s_L, shape (L,) (s_0 = 1 and s_{L+1} = 0 implied).
+    """Right-hand side of the fluid ODE for s_1..s_L (s_0 = 1 and s_{L+1} = 0 implied).
 
-    ``s`` is a 1-D vector of finite reals (g clips it to [0, 1], so the drift is defined, and
-    differentiable numerically, around the boundary too)."""
+    Args:
+        s: 1-D vector of finite reals (g clips it to [0, 1], so the drift is defined, and
+            differentiable numerically, around the boundary too).
+        d: choices per arrival (or a :class:`~qlib.supermarket.point.Point`, carrying the rest).
+        lam: arrival rate per queue, in (0, 1).
+        one_minus_lam: 1 - lam in place of ``lam`` (kept as given: the paper's regime).
+        replacement: sample with replacement (default) or without.
+        n: number of queues, required without replacement.
+
+    Returns:
+        (L,) ds_i/dt.
+
+    Raises:
+        ValueError: naming the parameter out of its range.
+    """
     p = _point(d, lam, one_minus_lam, replacement, n)
     n, d, lam, replacement = p.n, p.d, p.lam, p.replacement
     try:
@@ -227,12 +291,27 @@ def fluid_trajectory(d: int, lam: float | None = None, times=None, initial=None,
                      n: int | None = None, rtol: float = 1e-9, atol: float = 1e-12) -> np.ndarray:
     """Solve the fluid ODE with scipy's stiff solver (LSODA) from ``initial``.
 
-    ``initial`` is the vector s_0..s_L (s_0 = 1, non-increasing, in [0, 1]); the returned array
-    has shape (len(times), L+1) with s_0 = 1 in column 0. Time is in the model's units
-    (one unit = mean service time). ``rtol`` in [1e-13, 1) and ``atol`` > 0 are the solver's
-    tolerances (scipy raises a smaller rtol to about 2.2e-14 with a warning). When the last
-    time is at most 1e-100 (0 included) one Euler step replaces the solver: its error, of
-    order t^2, is far below any tolerance.
+    Time is in the model's units (one unit = mean service time). When the last time is at most
+    1e-100 (0 included) one Euler step replaces the solver: its error, of order t^2, is far
+    below any tolerance.
+
+    Args:
+        d: choices per arrival (or a :class:`~qlib.supermarket.point.Point`, carrying the rest).
+        lam: arrival rate per queue, in (0, 1).
+        one_minus_lam: 1 - lam in place of ``lam`` (kept as given: the paper's regime).
+        times: the times to report, non-decreasing, >= 0.
+        initial: the vector s_0..s_L (s_0 = 1, non-increasing, in [0, 1]).
+        replacement: sample with replacement (default) or without.
+        n: number of queues, required without replacement.
+        rtol: the solver's relative tolerance, in [1e-13, 1) (scipy raises one below about
+            2.2e-14 with a warning).
+        atol: the solver's absolute tolerance, > 0.
+
+    Returns:
+        (len(times), L + 1) s_i(t), with s_0 = 1 in column 0.
+
+    Raises:
+        ValueError: naming the parameter out of its range.
     """
     p = _point(d, lam, one_minus_lam, replacement, n)
     n, d, lam, replacement = p.n, p.d, p.lam, p.replacement
@@ -267,11 +346,23 @@ def fluid_trajectory(d: int, lam: float | None = None, times=None, initial=None,
 
 def asymptotic_profile(d: int, lam: float | None = None, levels: int | None = None, *,
                        one_minus_lam: float | None = None) -> np.ndarray:
-    """Brightwell–Luczak asymptotics for the fraction of queues with length exactly i, shape (L+1,).
+    """Brightwell–Luczak asymptotics for the fraction of queues with length exactly i.
 
     1 - lam at i = 0; (1 - lam) d^i for 0 < i < k; 1 - (1 - lam) d^(k-1) at k;
-    exp(-(1 - lam) d^k) above k (a tail estimate for length k+1).
-    Valid when (1-lam) d^(k-1) -> 0 and (1-lam) d^k -> oo, i.e. away from a boundary.
+    exp(-(1 - lam) d^k) above k (a tail estimate for length k+1). Valid when
+    (1-lam) d^(k-1) -> 0 and (1-lam) d^k -> oo, i.e. away from a boundary.
+
+    Args:
+        d: choices per arrival (or a :class:`~qlib.supermarket.point.Point`, carrying the rest).
+        lam: arrival rate per queue, in (0, 1).
+        one_minus_lam: 1 - lam in place of ``lam`` (kept as given: the paper's regime).
+        levels: the last level L, >= k + 1 (default k + 1).
+
+    Returns:
+        (L + 1,) fractions.
+
+    Raises:
+        ValueError: naming the parameter out of its range.
     """
     pt = _point(d, lam, one_minus_lam)
     k = predicted_max_length(pt)
