@@ -80,7 +80,9 @@ def _looker(p: LaneParams, replacement: bool, variant: EventMap, table, offsets)
     """The function u -> T(u) of a group's lanes (lanes last): from the table if there is one."""
     if table is None:
         return lambda u: join_words(join_index(u, p, variant), p, replacement)
-    return lambda u: jnp.take(table, offsets + join_index(u, p, variant).astype(offsets.dtype), mode="clip")
+    # int32 indices (the tables have at most 2^22 entries, all in bounds): measured ~10-20% faster
+    off32 = offsets.astype(jnp.int32)
+    return lambda u: table.at[off32 + join_index(u, p, variant).astype(jnp.int32)].get(mode="promise_in_bounds")
 
 
 def _at(u, idx):
