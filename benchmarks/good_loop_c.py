@@ -69,7 +69,8 @@ def advance(states: np.ndarray, u: np.ndarray, pw: np.ndarray, p64: int, n: int,
     R, L = states.shape[0], u.shape[1] - 2
     su, sb, lost = np.zeros_like(u), np.zeros_like(u), np.zeros(R, np.int64)
     rc = lib.good_loop_advance(R, L, n, pw.ctypes.data, int(p64), steps, states.ctypes.data, u.ctypes.data,
-                               su.ctypes.data, sb.ctypes.data, lost.ctypes.data, int(bool(sums)), int(threads))
+                               su.ctypes.data, sb.ctypes.data, lost.ctypes.data, int(bool(sums)),
+                               int(threads))
     if rc != 0:
         raise ValueError(f"levels must be in [1, 62]; got {L}")
     if lost.any():
