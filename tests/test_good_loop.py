@@ -41,8 +41,8 @@ def test_time_averages_match_the_exact_law(replacement):
     z = _z(r["tail_fraction"], exact)
     assert z.max() < Z_MAX, (z, r["tail_fraction"].mean(axis=0), exact)
     # the same criterion has the power to reject a near wrong model: d + 1 choices
-    wrong = G.simulate(N, D + 1, LAM, steps=100_000, burn_in=2_000, replicas=32, seed=7, replacement=replacement,
-                       threads=1, levels=CAP)
+    wrong = G.simulate(N, D + 1, LAM, steps=100_000, burn_in=2_000, replicas=32, seed=7,
+                       replacement=replacement, threads=1, levels=CAP)
     assert _z(wrong["tail_fraction"], exact).max() > 3 * Z_MAX
 
 
