@@ -256,7 +256,7 @@ def section(out: dict, quick: bool) -> str:
               f"(checked in this run: {ck.get('c_equals_numba')})" if conf["have_c"]
               else "C: no compiler found, no C rows")
     return "\n".join([
-        f"`python benchmarks/bench_good_loop.py`{' --quick' if quick else ''} (also run by `make bench`): "
+        f"`python benchmarks/bench_good_loop.py{' --quick' if quick else ''}` (also run by `make bench`): "
         f"qlib's `simulate` (time sums always kept; after a warm-up compile) against the loop a researcher "
         f"writes well in an afternoon, `benchmarks/good_loop.py` (numba: xoshiro256** per replica, a power "
         f"table "
@@ -281,9 +281,9 @@ def section(out: dict, quick: bool) -> str:
         "",
         table(out),
         "",
-        "Replica-steps per CPU-second of the process (millions; all its threads), the same rounds: less "
-        "sensitive to the other jobs on the machine than the wall-clock rates, but not a measurement of "
-        "what a quiet machine gives:",
+        "Replica-steps per CPU-second of the process (millions; user + system time of all its threads, "
+        "waiting ones included), the same rounds: less sensitive to the other jobs on the machine than the "
+        "wall-clock rates, but not a measurement of what a quiet machine gives:",
         "",
         cpu_table(out),
         "",
