@@ -255,6 +255,10 @@ def section(out: dict, quick: bool) -> str:
     c_line = (f"C: `{conf['c_compiler']}`, `{conf['c_flags']}`, OpenMP, the same bits as the numba loop "
               f"(checked in this run: {ck.get('c_equals_numba')})" if conf["have_c"]
               else "C: no compiler found, no C rows")
+    peak = max(max(x[0] for x in r["loads"]) for rec in out["modes"].values() for r in rec["rows"])
+    busy = (f" The 1-minute load reached {peak:.1f} on {m['cores']} cores during the rounds: the simulators "
+            "competed with other jobs for the cores, so even the ratios move from run to run at this load; "
+            "rerun on a quiet machine before judging a target." if peak > m["cores"] else "")
     return "\n".join([
         f"`python benchmarks/bench_good_loop.py{' --quick' if quick else ''}` (also run by `make bench`): "
         f"qlib's `simulate` (time sums always kept; after a warm-up compile) against the loop a researcher "
@@ -275,7 +279,7 @@ def section(out: dict, quick: bool) -> str:
         f"{v['numpy']}; {c_line}. Load average (1, 5, 15 min) {out['load_start']} at the start, "
         f"{out['load_end']} at the end: **the machine was shared**, so the rates are what this process got "
         f"and the ratios (same rounds) are what to compare. JSON: `benchmarks/results_good_loop"
-        f"{'_quick' if quick else ''}.json`.",
+        f"{'_quick' if quick else ''}.json` (every round's times).{busy}",
         "",
         "Replica-steps per second (millions; wall clock):",
         "",
