@@ -1,11 +1,13 @@
 """``make bench``: the benchmark suite for both models, in one process.
 
 Runs benchmarks/bench_supermarket.py (qlib vs a numba loop vs plain Python; sweeps over replicas,
-n and d; compile time; peak memory) and, when it exists, benchmarks/bench_heterogeneous.py
-(qlib vs numba vs Ciw vs SimPy). Prints one table with throughputs and ratios, writes the
-supermarket section, a combined table and the machine description into benchmarks/README.md
-(the heterogeneous section there belongs to bench_heterogeneous and is kept as it is), and
-draws figures/bench_*.png. Ratios are measured in the same run; wall times are never asserted.
+n and d; compile time; peak memory), benchmarks/bench_good_loop.py (qlib vs the good loop in numba
+and C, with and without ``qlib.configure_xla()``, each mode in its own subprocess; it writes its
+own README section and results_good_loop.json) and, when it exists,
+benchmarks/bench_heterogeneous.py (qlib vs numba vs Ciw vs SimPy). Prints one table with
+throughputs and ratios, writes the supermarket section, a combined table and the machine
+description into benchmarks/README.md (the heterogeneous section there belongs to
+bench_heterogeneous and is kept as it is), and draws figures/bench_*.png. Ratios are measured in the same run; wall times are never asserted.
 
 Usage: ``python benchmarks/run.py [--quick] [--no-readme]``; ``--quick`` takes about 2 minutes.
 """
@@ -297,7 +299,7 @@ SCALING_MD = """How replicas spread over devices, from one CPU core to many GPUs
   `QLIB_HOST_DEVICES=k` says otherwise (`QLIB_HOST_DEVICES=1` turns it off). On 2 cores this
   gives about 1.9× over one device at R ≥ 1024.
 - **GPU:** nothing to change: `jax.devices()` lists the GPUs and the replicas are split across
-  them. `python benchmarks/gpu.py` measures replica-steps/s for R up to 10^6.
+  them. `python benchmarks/gpu.py` measures replica-steps/s for R = 1024 .. 65536.
 
 **Several hosts.** Two routes:
 
@@ -323,10 +325,12 @@ SCALING_MD = """How replicas spread over devices, from one CPU core to many GPUs
    `jax.experimental.multihost_utils.process_allgather`. Until then, use route 1."""
 
 
-GPU_MD_DEFAULT = """`python benchmarks/gpu.py` reports replica-steps/s of the count chain for R = 10^3 .. 10^6 on
-the first accelerator JAX finds (`--memory` also runs R = 10^5 × 10^7 steps and reports peak
-device memory; goal on one H200: ≥ 10^10 replica-steps/s). No GPU was available for this run;
-`python benchmarks/gpu.py --smoke` checks the script on CPU with small R."""
+GPU_MD_DEFAULT = """`python benchmarks/gpu.py --out DIR` reports replica-steps/s of qlib's `simulate`
+(n = 1000, d = 10, λ = 0.95, time sums kept) for R = 1024, 4096, 16384, 65536 on the accelerator JAX finds
+and writes `DIR/gpu_bench.json` (device, versions, commit, a hash of `qlib/supermarket/chain.py`);
+on a CPU backend it refuses unless `--dry-run` (tiny sizes, to check the script). `--memory` also
+runs R = 10^5 × 10^7 steps and reports peak device memory. No GPU has been lent to a task that
+ran it: there is no GPU number here."""
 
 
 def combined_md(sm: dict, het: list[dict] | None, het_error: str | None) -> str:
@@ -424,6 +428,11 @@ def main(argv=None) -> int:
     else:
         het_error = "benchmarks/bench_heterogeneous.py not found"
     print_table(sm, het)
+    import bench_good_loop  # subprocesses: one calls configure_xla(), one runs without XLA_FLAGS
+    try:
+        bench_good_loop.run_both(quick=a.quick, write=not a.no_readme)
+    except Exception:  # keep the other results; the traceback says why this part is missing
+        traceback.print_exc()
     if not a.no_readme:
         import json
         (HERE / f"results{'_quick' if a.quick else ''}.json").write_text(
