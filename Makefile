@@ -20,7 +20,7 @@ PY := python
 endif
 STAMP := $(if $(VENV),$(VENV),.)/.qlib-installed
 
-.PHONY: setup test test-quick validate mutants figures bench bench-quick browser-test claims clean
+.PHONY: setup test test-quick validate mutants figures bench bench-quick browser-test claims clean lab
 
 # The install: uv where it installs (parallel downloads and unpacking: ~25 s from nothing on the
 # 2-core machine, against ~50 s for pip), else pip (>= 21.3 for an editable install from
@@ -73,3 +73,9 @@ clean:
 
 bench-quick: setup
 	$(PY) benchmarks/run.py --quick
+
+# make lab — JupyterLab at the repository root, the notebooks/*.md opening as notebooks
+# (the project's Jupyter config in .jupyter/ adds to the user's own: docs/notebooks.md).
+lab: setup
+	JUPYTER_CONFIG_PATH="$(CURDIR)/.jupyter$${JUPYTER_CONFIG_PATH:+:$$JUPYTER_CONFIG_PATH}" \
+	  $(PY) -m jupyter lab --ServerApp.root_dir="$(CURDIR)"

@@ -1,8 +1,13 @@
-"""Plotting: one ``savefig`` for every figure, and one module of plot functions per notebook.
+"""Plotting: one ``show`` for every notebook figure, and one module of plot functions per notebook.
 
 The house style (:data:`STYLE`) is applied only inside :func:`style`: around every
 ``*_figure`` function of the plot modules (:func:`style_figures`) and around :func:`savefig`.
 Importing qlib.plots leaves matplotlib's global ``rcParams`` alone.
+
+Where figures go (running a notebook never changes the repository): :func:`show` draws inline
+and writes ``figures/`` only when the runner of ``make figures`` sets ``QLIB_PUBLISH=1``; when
+``QLIB_FIGURES`` names a folder (the tests, ``--smoke``) it writes there; otherwise nowhere.
+In smoke mode every figure says "smoke" on it.
 """
 
 from __future__ import annotations
@@ -12,9 +17,14 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Callable, Iterator, MutableMapping
 
+import os
+
 import matplotlib
 
-from qlib.config import figures_dir
+from qlib.config import figures_dir, smoke_mode
+
+#: set to 1 by the runner of ``make figures`` (qlib.notebooks): only then does a figure reach figures/
+PUBLISH_ENV = "QLIB_PUBLISH"
 
 STYLE = {
     "figure.dpi": 110,
@@ -69,4 +79,33 @@ def savefig(fig, name: str, formats: tuple[str, ...] = ("png", "svg")) -> list[P
             meta = {"Date": None} if ext == "svg" else {"Software": None}
             fig.savefig(p, bbox_inches="tight", metadata=meta)
             out.append(p)
+    return out
+
+
+def save_target() -> Path | None:
+    """Where :func:`show` writes figures: ``$QLIB_FIGURES`` if set, ``figures/`` under
+    ``QLIB_PUBLISH=1``, else None (draw inline only: an interactive run writes nothing)."""
+    if os.environ.get("QLIB_FIGURES"):
+        return figures_dir()
+    if os.environ.get(PUBLISH_ENV, "").strip() == "1":
+        return figures_dir()
+    return None
+
+
+def mark_smoke(fig) -> None:
+    """Write "smoke run" across the figure's bottom edge, so it cannot pass for the published one."""
+    fig.text(0.995, 0.005, "smoke run (QLIB_SMOKE=1): tiny parameters, not the published figure",
+             ha="right", va="bottom", fontsize=7, color="tab:red", alpha=0.8)
+
+
+def show(fig, name: str) -> list[Path]:
+    """Display a notebook figure: marked "smoke" in smoke mode, saved (:func:`savefig`) only where
+    :func:`save_target` allows, then shown inline and closed. Returns the paths written."""
+    import matplotlib.pyplot as plt
+
+    if smoke_mode():
+        mark_smoke(fig)
+    out = savefig(fig, name) if save_target() is not None else []
+    plt.show()
+    plt.close(fig)
     return out
