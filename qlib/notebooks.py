@@ -48,6 +48,24 @@ def paired_ipynb(path: str | os.PathLike) -> Path:
     return Path(path).with_suffix(".ipynb")
 
 
+#: the columns of a claim row that a notebook shows (claims.json keeps every field)
+CLAIM_COLUMNS = ("claim", "measured", "threshold", "verdict")
+
+
+def claims_table(rows, columns=CLAIM_COLUMNS):
+    """A notebook's claim rows, compact: a pandas Styler of ``columns`` (claim, measured,
+    threshold, verdict) whose text wraps to the notebook's width, with a fixed id (the same
+    rows give the same HTML, so an executed notebook does not change between runs)."""
+    from qlib.claims import to_dataframe
+
+    df = to_dataframe(rows)
+    df = df[[c for c in columns if c in df]]
+    df.index = range(1, len(df) + 1)
+    return (df.style.set_uuid("claims")
+            .set_properties(**{"white-space": "normal", "text-align": "left", "vertical-align": "top"})
+            .set_table_styles([{"selector": "th", "props": [("text-align", "left")]}]))
+
+
 def read(path: str | os.PathLike):
     """A notebook (nbformat node) from its .md source or an .ipynb, with fixed cell ids."""
     path = Path(path)
