@@ -61,11 +61,11 @@ def test_show_writes_figures_only_when_publishing(tmp_path, monkeypatch):
     published = config.ROOT / "figures"
     before = {p: p.stat().st_mtime_ns for p in published.glob("*")}
     assert plots.save_target() is None
-    assert plots.show(_tiny_figure(), "show_check") == []
+    plots.show(_tiny_figure(), "show_check")
     assert {p: p.stat().st_mtime_ns for p in published.glob("*")} == before
     monkeypatch.setenv("QLIB_FIGURES", str(tmp_path))
-    out = plots.show(_tiny_figure(), "show_check")
-    assert sorted(p.name for p in out) == ["show_check.png", "show_check.svg"] and all(p.parent == tmp_path for p in out)
+    plots.show(_tiny_figure(), "show_check")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["show_check.png", "show_check.svg"]
     monkeypatch.delenv("QLIB_FIGURES")
     monkeypatch.setenv("QLIB_PUBLISH", "1")
     assert plots.save_target() == published
@@ -74,7 +74,12 @@ def test_show_writes_figures_only_when_publishing(tmp_path, monkeypatch):
 def test_smoke_figures_say_smoke(monkeypatch):
     from qlib import plots
 
-    monkeypatch.setenv("QLIB_SMOKE", "1")
+    monkeypatch.delenv("QLIB_FIGURES", raising=False)
+    monkeypatch.delenv("QLIB_PUBLISH", raising=False)
     fig = _tiny_figure()
-    plots.mark_smoke(fig)
+    monkeypatch.setenv("QLIB_SMOKE", "0")
+    plots.show(fig, "smoke_check")
+    assert not fig.texts
+    monkeypatch.setenv("QLIB_SMOKE", "1")
+    plots.show(fig, "smoke_check")
     assert any("smoke run" in t.get_text() for t in fig.texts)

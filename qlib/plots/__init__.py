@@ -98,14 +98,15 @@ def mark_smoke(fig) -> None:
              ha="right", va="bottom", fontsize=7, color="tab:red", alpha=0.8)
 
 
-def show(fig, name: str) -> list[Path]:
+def show(fig, name: str) -> None:
     """Display a notebook figure: marked "smoke" in smoke mode, saved (:func:`savefig`) only where
-    :func:`save_target` allows, then shown inline and closed. Returns the paths written."""
+    :func:`save_target` allows, then shown inline and closed (returns nothing, so a cell that
+    ends with it shows the figure only)."""
     import matplotlib.pyplot as plt
 
     if smoke_mode():
         mark_smoke(fig)
-    out = savefig(fig, name) if save_target() is not None else []
+    if save_target() is not None:
+        savefig(fig, name)
     plt.show()
     plt.close(fig)
-    return out
