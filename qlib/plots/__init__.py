@@ -82,6 +82,22 @@ def savefig(fig, name: str, formats: tuple[str, ...] = ("png", "svg")) -> list[P
     return out
 
 
+def plain_log_ticks(ax, axis: str = "both") -> None:
+    """Log-axis tick labels as plain numbers (0.5, 2, 30; not "2×10⁰"), minor ticks labelled
+    only where an axis spans about a decade or less."""
+    from matplotlib.ticker import LogFormatter
+
+    class Plain(LogFormatter):
+        def _num_to_string(self, x, vmin, vmax):  # LogFormatter picks the ticks, %g writes them
+            return f"{x:g}"
+
+    for which in ("x", "y") if axis == "both" else (axis,):
+        a = ax.xaxis if which == "x" else ax.yaxis
+        if a.get_scale() == "log":
+            a.set_major_formatter(Plain(labelOnlyBase=False, minor_thresholds=(1, 0.4)))
+            a.set_minor_formatter(Plain(labelOnlyBase=False, minor_thresholds=(1, 0.4)))
+
+
 def save_target() -> Path | None:
     """Where :func:`show` writes figures: ``$QLIB_FIGURES`` if set, ``figures/`` under
     ``QLIB_PUBLISH=1``, else None (draw inline only: an interactive run writes nothing)."""
