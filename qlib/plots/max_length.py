@@ -59,9 +59,13 @@ def regime_map_figure(result: MaxLengthResult):
         for j in range(e.n.size):  # one label per position: points that share it list their n together
             key = (round(float(1 - e.lam[j]), 12), int(e.d[j]))
             labels.setdefault(key, []).append(f"{int(e.n[j]):.0e}".replace("e+0", "e"))
-    for (x, y), ns in labels.items():
-        ax.annotate("n = " + ", ".join(dict.fromkeys(ns)), (x, y), xytext=(6, 5), textcoords="offset points",
-                    fontsize=6.5, bbox=dict(boxstyle="round,pad=0.15", fc="white", ec="none", alpha=0.7))
+    row = {}  # labels of points at the same d alternate above and below, so neighbours do not overprint
+    for (x, y), ns in sorted(labels.items(), key=lambda kv: (kv[0][1], kv[0][0])):
+        up = row.setdefault(y, 0) % 2 == 0
+        row[y] += 1
+        ax.annotate("n = " + ", ".join(dict.fromkeys(ns)), (x, y), xytext=(5, 6 if up else -13),
+                    textcoords="offset points", fontsize=6.5,
+                    bbox=dict(boxstyle="round,pad=0.15", fc="white", ec="none", alpha=0.7))
     ax.set(xscale="log", yscale="log", xlabel=r"$1-\lambda$", ylabel="$d$ (sampled queues)",
            title="Where $k$ is predicted, where we measured,\nand how often the maximum is $k$")
     ax.title.set_fontsize(10)
