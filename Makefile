@@ -9,7 +9,9 @@
 # make figures  — set up and run the main job: every notebook in full mode -> figures/,
 #                 and the claims table -> figures/claims.md.
 # make bench    — the benchmark suite -> benchmarks/README.md tables and plots.
-# make browser-test — JupyterLab in headless Chromium: run each notebook, move a slider.
+# make browser-test — JupyterLab in headless Chromium on the repository: Run All of each notebook
+#                 (timed), every slider's key-press-to-redraw latency, git status unchanged, the
+#                 rendered claims.md and README within 1000 px (report: browser-screenshots/).
 
 ACTIVE := $(or $(VIRTUAL_ENV),$(CONDA_PREFIX))
 ifeq ($(ACTIVE),)
@@ -66,7 +68,7 @@ bench: setup
 
 browser-test: setup
 	$(PY) -m pip install -q -e '.[browser]'
-	$(PY) tests/browser/run_browser_test.py
+	$(PY) tests/browser/run_browser_test.py $(BROWSER_ARGS)
 
 clean:
 	rm -rf .qlib_cache .pytest_cache

@@ -204,28 +204,58 @@ def new_figure(figsize: tuple[float, float], ncols: int = 1, dpi: int = 90):
 
 
 class Canvas:
-    """One matplotlib figure shown as an ``ipywidgets.Image`` and redrawn in place: callers
-    change its artists, then :meth:`draw` renders the figure once (Agg) and sends the PNG to
-    the same widget."""
+    """One matplotlib figure shown as an ``ipywidgets.Image`` and redrawn in place.
 
-    def __init__(self, fig):
+    Callers change the artists, then :meth:`draw`. The ``animated`` artists (what a slider moves:
+    lines, markers, a title text) are drawn over a cached background of the rest (axes, ticks,
+    labels, legend: the costly text layout), which is redrawn only when it changes (limits,
+    titles, legend texts). The PNG goes to the same widget.
+    """
+
+    def __init__(self, fig, animated=()):
         import ipywidgets as W
 
-        self.fig = fig
+        self.fig, self.animated = fig, list(animated)
+        for a in self.animated:
+            a.set_animated(True)
+        self._bg, self._key = None, None
         self.widget = W.Image(format="png")
         self.draw()
+
+    def _static_key(self):
+        key = []
+        for ax in self.fig.axes:
+            leg = ax.get_legend()
+            key.append((tuple(ax.get_xlim()), tuple(ax.get_ylim()), ax.get_title(),
+                        tuple(t.get_text() for t in leg.get_texts()) if leg else ()))
+        return tuple(key)
 
     def png(self) -> bytes:
         from PIL import Image
 
-        self.fig.canvas.draw()
-        w, h = self.fig.canvas.get_width_height(physical=True)
+        c = self.fig.canvas
+        key = self._static_key()
+        if self._bg is None or key != self._key:
+            c.draw()  # everything but the animated artists
+            self._bg, self._key = c.copy_from_bbox(self.fig.bbox), key
+        else:
+            c.restore_region(self._bg)
+        for a in self.animated:
+            if a.get_visible():
+                self.fig.draw_artist(a)
+        w, h = c.get_width_height(physical=True)
         buf = io.BytesIO()
-        Image.frombuffer("RGBA", (w, h), self.fig.canvas.buffer_rgba()).save(buf, format="png", compress_level=1)
+        Image.frombuffer("RGBA", (w, h), c.buffer_rgba()).save(buf, format="png", compress_level=1)
         return buf.getvalue()
 
     def draw(self) -> None:
         self.widget.value = self.png()
+
+
+def _title(ax, fontsize: float = 9):
+    """A title that a slider changes: an animated text where the (blank, static) title sits."""
+    ax.set_title(" ", fontsize=fontsize)
+    return ax.text(0.5, 1.02, "", transform=ax.transAxes, ha="center", va="bottom", fontsize=fontsize)
 
 
 def _slider_kw() -> dict:
@@ -258,14 +288,15 @@ class ProfileExplorer:
             self.fluid, = ax.plot([], [], "o-", label="fluid fixed point")
             self.refined, = ax.plot([], [], "^--", label="refined (1/n, 1/n²)")
             self.asym, = ax.plot([], [], "s", mfc="none", mec="tab:green", ms=9, label="asymptotic formulas")
-            self.sim, = ax.plot([], [], "ko", ms=4, label="simulation")
+            self.sim, = ax.plot([], [], "ko", ms=4, label="simulation (the button)")
             self.k_line = ax.axvline(0, color="grey", ls=":", label="predicted k")
-            ax.set(yscale="log", ylim=(1e-6, 1.5), xlabel="queue length $i$",
+            ax.set(yscale="log", ylim=(1e-6, 1.5), xlim=(-0.5, 10.5), xlabel="queue length $i$",
                    ylabel="fraction of queues with length $i$")
+            self.title = _title(ax)
             ax.legend(fontsize=7, loc="lower left")
             fig.tight_layout()
         self.ax = ax
-        self.canvas = Canvas(fig)
+        self.canvas = Canvas(fig, animated=[self.fluid, self.refined, self.asym, self.sim, self.k_line, self.title])
         self.update()
         for s in (self.eps, self.d, self.n):
             s.observe(self.update, names="value")
@@ -279,15 +310,14 @@ class ProfileExplorer:
         self.view = v
         self.fluid.set_data(v.levels, v.fluid)
         self.refined.set_data(v.levels, v.refined)
-        self.refined.set_label(f"refined (1/n, 1/n²), n = {fmt(v.n, 3)}")
         self.asym.set_data(v.levels, v.asymptotic)
         if change is not None:
             self.sim.set_data([], [])
+            self.log.clear_output()
         self.k_line.set_xdata([v.k, v.k])
-        self.ax.set_xlim(-0.5, v.levels[-1] + 0.5)
-        self.ax.set_title(f"λ = {fmt(v.lam, 6)}, d = {v.d}: k = {v.k}, fluid max at n: {v.fluid_max}, "
-                          f"τ = {fmt(v.tau, 3)}", fontsize=9)
-        self.ax.legend(fontsize=7, loc="lower left")
+        self.ax.set_xlim(-0.5, max(10, v.levels[-1]) + 0.5)  # a new background only past 10 levels
+        self.title.set_text(f"λ = {fmt(v.lam, 6)}, d = {v.d}, n = {fmt(v.n, 3)}: k = {v.k}, "
+                            f"fluid max at n: {v.fluid_max}, τ = {fmt(v.tau, 3)}")
         self.canvas.draw()
 
     def run_simulation(self, _=None) -> None:
@@ -299,8 +329,8 @@ class ProfileExplorer:
             r = self.simulate_fn(self.eps.value, self.d.value, int(self.n.value))
         m = min(len(r.p), self.view.levels.size)
         self.sim.set_data(self.view.levels[:m], r.p[:m])
-        self.sim.set_label(f"simulation ({r.taus:.1f} τ after {r.burn_taus:.1f} τ burn-in)")
-        self.ax.legend(fontsize=7, loc="lower left")
+        with self.log:
+            print(f"simulation: {r.taus:.1f} τ measured after a {r.burn_taus:.1f} τ burn-in")
         self.canvas.draw()
 
 
@@ -324,20 +354,24 @@ class ServersExplorer:
         self.log = W.Output()
         with style():
             fig, (ax, bx) = new_figure((9.0, 3.6), ncols=2)
-            self.busy, = ax.plot([], [], "o-", label="$P_j$")
-            self.work, = ax.plot([], [], "s-", label=r"$\mu_j P_j / \max\mu$")
+            self.busy, = ax.plot([], [], "o-", ms=4, label="$P_j$")
+            self.work, = ax.plot([], [], "s-", ms=4, label=r"$\mu_j P_j / \max_i \mu_i$")
             self.sim_busy, = ax.plot([], [], "kx", label="simulation")
             self.sim_work, = ax.plot([], [], "kx")
-            ax.set(xscale="log", xlabel=r"rate $\mu_j$")
-            ax.legend(fontsize=8)
-            self.unin, = bx.plot([], [], "o-", label="uninformed (uniform idle)")
-            self.inf, = bx.plot([], [], "s--", label="informed (fastest idle)")
+            # against the server's rank (j - 1/2)/n: fixed limits whatever n and the spread
+            rank = "server rank $(j - \\frac{1}{2})/n$, fastest first"
+            ax.set(xlabel=rank, xlim=(0, 1), ylim=(0, 1.02))
+            ax.legend(fontsize=8, loc="upper left")
+            self.unin, = bx.plot([], [], "o-", ms=4, label="uninformed (uniform idle)")
+            self.inf, = bx.plot([], [], "s--", ms=4, label="informed (fastest idle)")
             self.note = bx.text(0.5, 0.5, "", ha="center", transform=bx.transAxes)
-            bx.set(xlabel="server $j$ (fastest first)", ylabel="$P_j$", ylim=(0, 1.02))
+            bx.set(xlabel=rank, ylabel="$P_j$", xlim=(0, 1), ylim=(0, 1.02))
             bx.legend(fontsize=8, loc="lower right")
+            self.title = _title(ax)
             fig.tight_layout()
         self.ax, self.bx = ax, bx
-        self.canvas = Canvas(fig)
+        self.canvas = Canvas(fig, animated=[self.busy, self.work, self.sim_busy, self.sim_work, self.unin,
+                                            self.inf, self.note, self.title])
         self.update()
         for s in (self.n_w, self.s_w, self.r_w):
             s.observe(self.update, names="value")
@@ -349,24 +383,24 @@ class ServersExplorer:
 
         p = profile(self.n_w.value, self.s_w.value, self.r_w.value)
         self.p = p
-        top = p.mus.max()
-        self.busy.set_data(p.mus, p.busy)
-        self.work.set_data(p.mus, p.work / top)
+        order = np.argsort(-p.mus, kind="stable")  # fastest first
+        self.order = order
+        x = (np.arange(p.n) + 0.5) / p.n
+        self.x = x
+        self.busy.set_data(x, p.busy[order])
+        self.work.set_data(x, p.work[order] / p.mus.max())
         if change is not None:
             for a in (self.sim_busy, self.sim_work):
                 a.set_data([], [])
-        self.ax.set_xlim(p.mus.min() / 1.3, top * 1.3)
-        self.ax.set_ylim(0, 1.02)
-        self.ax.set_title(f"n = {p.n}, λ = {fmt(p.lam)}, P(wait) = {p.wait:.3f}", fontsize=9)
-        j = np.arange(1, p.n + 1)
-        self.unin.set_data(j, p.busy)
+        self.title.set_text(f"n = {p.n}, λ = {fmt(p.lam)}, P(wait) = {p.wait:.3f}")
+        j = x
+        self.unin.set_data(j, p.busy[order])
         if p.informed_busy is not None:
-            self.inf.set_data(j, p.informed_busy)
+            self.inf.set_data(j, p.informed_busy[order])
             self.note.set_text("")
         else:
             self.inf.set_data([], [])
             self.note.set_text("informed: exact solve only for n ≤ 10")
-        self.bx.set_xlim(0.5, p.n + 0.5)
         self.canvas.draw()
 
     def run_simulation(self, _=None) -> None:
@@ -375,12 +409,18 @@ class ServersExplorer:
         self.log.clear_output()
         with self.log:
             sim = self.simulate_fn(self.n_w.value, self.s_w.value, self.r_w.value)
-        self.sim_busy.set_data(sim.mus, sim.estimate("busy_fraction").mean)
-        self.sim_work.set_data(sim.mus, sim.estimate("throughput").mean / self.p.mus.max())
+        o = np.argsort(-np.asarray(sim.mus), kind="stable")
+        x = (np.arange(len(o)) + 0.5) / len(o)
+        self.sim_busy.set_data(x, np.asarray(sim.estimate("busy_fraction").mean)[o])
+        self.sim_work.set_data(x, np.asarray(sim.estimate("throughput").mean)[o] / self.p.mus.max())
         self.canvas.draw()
 
 
 class MixingExplorer:
+    #: the time axis (steps), wide enough for every slider setting's scales: fixed, so that a
+    #: slider moves lines over a cached background
+    XLIM = (1e1, 1e10)
+
     """Notebook 02: sliders for n, d and lam move the theory's time scales (:func:`mixing_scales`)
     at once; "simulate" runs the coupled pair (``simulate(n, d, lam)`` -> an Exploration of
     ``qlib.studies.mixing.explore``: meeting times ``T``, ``times``, ``l1``) and draws the
@@ -408,11 +448,14 @@ class MixingExplorer:
                                     ("drain", "tab:grey", r"$(1+\lambda)n/(1-\lambda)$")):
                     self.lines[a, key] = a.axvline(1, color=c, ls="--", lw=1, label=lab)
             ax.set(xscale="log", ylim=(0, 1.02), xlabel="t (steps)", ylabel=r"$P(T_{meet} > t)$")
-            bx.set(xscale="log", xlabel="t (steps)", ylabel=r"$E\sum_i |u_i - u'_i| / n$")
+            bx.set(xscale="log", ylim=(0, 1.02), xlabel="t (steps)", ylabel=r"$E\sum_i |u_i - u'_i| / n$")
+            for a in (ax, bx):
+                a.set_xlim(*self.XLIM)
             ax.legend(fontsize=7, loc="lower left")
+            self.title = _title(ax)
             fig.tight_layout()
         self.ax, self.bx = ax, bx
-        self.canvas = Canvas(fig)
+        self.canvas = Canvas(fig, animated=[self.surv, self.l1, self.title, *self.lines.values()])
         self.update()
         for s in (self.n_w, self.d_w, self.lam_w):
             s.observe(self.update, names="value")
@@ -427,12 +470,7 @@ class MixingExplorer:
         if change is not None:
             self.surv.set_data([], [])
             self.l1.set_data([], [])
-        lo = min(s["lower"], s["upper"], s["drain"]) / 10
-        hi = max(s["lower"], s["upper"], s["drain"]) * 10
-        for a in (self.ax, self.bx):
-            a.set_xlim(lo, hi)
-        self.ax.set_title(f"n = {self.n_w.value}, d = {self.d_w.value}, λ = {fmt(self.lam_w.value)}: "
-                          f"k = {s['k']}", fontsize=9)
+        self.title.set_text(f"n = {self.n_w.value}, d = {self.d_w.value}, λ = {fmt(self.lam_w.value)}: k = {s['k']}")
         self.canvas.draw()
 
     def run_simulation(self, _=None) -> None:
@@ -447,10 +485,6 @@ class MixingExplorer:
         keep = t > 0
         self.l1.set_data(t[keep], np.asarray(x.l1)[keep])
         self.bx.set_ylim(0, max(1e-9, float(np.max(x.l1))) * 1.05)
-        s = self.scales
-        self.ax.set_xlim(min(s["lower"], s["upper"], s["drain"], T[0]) / 10,
-                         max(s["lower"], s["upper"], s["drain"], T[-1]) * 10)
-        self.bx.set_xlim(*self.ax.get_xlim())
         self.canvas.draw()
 
 
@@ -480,9 +514,10 @@ class PerfectExplorer:
             self.fl_line = ax.axvline(0, color="tab:red", ls="--", lw=1, label="fluid maximum at $n$")
             ax.set(xlabel="longest queue", ylabel="fraction of samples", ylim=(0, 1.05))
             ax.legend(fontsize=7, loc="upper left")
+            self.title = _title(ax, 8)
             fig.tight_layout()
         self.ax = ax
-        self.canvas = Canvas(fig)
+        self.canvas = Canvas(fig, animated=[self.law, self.lo_hi, self.k_line, self.fl_line, self.title])
         self.update()
         for s in (self.n_w, self.d_w, self.lam_w, self.cap_w):
             s.observe(self.update, names="value")
@@ -500,7 +535,7 @@ class PerfectExplorer:
             self.law.set_data([], [])
             self.lo_hi.set_segments([])
         self.ax.set_xlim(-0.5, L + 0.5)
-        self.ax.set_title(f"n = {n}, d = {d}, λ = {fmt(lam)}, L = {L}: predicted k = {k}", fontsize=9)
+        self.title.set_text(f"n = {n}, d = {d}, λ = {fmt(lam)}, L = {L}: predicted k = {k}")
         self.canvas.draw()
 
     def run_simulation(self, _=None) -> None:
@@ -512,6 +547,6 @@ class PerfectExplorer:
         i = np.arange(np.asarray(x.max_law).size)
         self.law.set_data(i, x.max_law)
         self.lo_hi.set_segments([[(j, lo), (j, hi)] for j, lo, hi in zip(i, x.max_low, x.max_high)])
-        self.ax.set_title(f"{self.ax.get_title()}; {np.shape(x.samples)[0]} exact samples, mean "
-                          f"coalescence {np.mean(x.coalescence):.3g} steps", fontsize=8)
+        self.title.set_text(f"{self.title.get_text()}; {np.shape(x.samples)[0]} exact samples, mean "
+                            f"coalescence {np.mean(x.coalescence):.3g} steps")
         self.canvas.draw()
