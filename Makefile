@@ -80,4 +80,4 @@ bench-quick: setup
 # (the project's Jupyter config in .jupyter/ adds to the user's own: docs/notebooks.md).
 lab: setup
 	JUPYTER_CONFIG_PATH="$(CURDIR)/.jupyter$${JUPYTER_CONFIG_PATH:+:$$JUPYTER_CONFIG_PATH}" \
-	  $(PY) -m jupyter lab --ServerApp.root_dir="$(CURDIR)"
+	  $(PY) -m jupyter lab --ServerApp.root_dir="$(CURDIR)" $(if $(filter 0,$(shell id -u)),--allow-root)

@@ -293,7 +293,7 @@ class ProfileExplorer:
             ax.set(yscale="log", ylim=(1e-6, 1.5), xlim=(-0.5, 10.5), xlabel="queue length $i$",
                    ylabel="fraction of queues with length $i$")
             self.title = _title(ax)
-            ax.legend(fontsize=7, loc="lower left")
+            ax.legend(fontsize=7, loc="upper right")
             fig.tight_layout()
         self.ax = ax
         self.canvas = Canvas(fig, animated=[self.fluid, self.refined, self.asym, self.sim, self.k_line, self.title])
@@ -326,6 +326,7 @@ class ProfileExplorer:
             return
         self.log.clear_output()
         with self.log:
+            print("simulating at the sliders' values ...", flush=True)
             r = self.simulate_fn(self.eps.value, self.d.value, int(self.n.value))
         m = min(len(r.p), self.view.levels.size)
         self.sim.set_data(self.view.levels[:m], r.p[:m])
@@ -408,6 +409,7 @@ class ServersExplorer:
             return
         self.log.clear_output()
         with self.log:
+            print("simulating at the sliders' values ...", flush=True)
             sim = self.simulate_fn(self.n_w.value, self.s_w.value, self.r_w.value)
         o = np.argsort(-np.asarray(sim.mus), kind="stable")
         x = (np.arange(len(o)) + 0.5) / len(o)
@@ -478,6 +480,7 @@ class MixingExplorer:
             return
         self.log.clear_output()
         with self.log:
+            print("running the coupled pair at the sliders' values ...", flush=True)
             x = self.simulate_fn(self.n_w.value, self.d_w.value, self.lam_w.value)
         T = np.sort(np.asarray(x.T, float))
         self.surv.set_data(np.concatenate([[1.0], T]), 1 - np.arange(T.size + 1) / T.size)
@@ -543,6 +546,7 @@ class PerfectExplorer:
             return
         self.log.clear_output()
         with self.log:
+            print("drawing exact samples at the sliders' values ...", flush=True)
             x = self.sample_fn(self.n_w.value, self.d_w.value, self.lam_w.value, self.cap_w.value)
         i = np.arange(np.asarray(x.max_law).size)
         self.law.set_data(i, x.max_law)
