@@ -12,5 +12,8 @@ def refuse_executed_copies(model, path, contents_manager, **kwargs):
     if fnmatch.fnmatch(path, EXECUTED):
         from tornado.web import HTTPError
 
-        raise HTTPError(403, f"{path} is the executed copy that `make figures` writes; open and run "
-                             f"{path[:-len('.ipynb')]}.md instead (docs/notebooks.md)")
+        raise HTTPError(
+            403,
+            f"{path} is the executed copy that `make figures` writes; open and run "
+            f"{path[: -len('.ipynb')]}.md instead (docs/notebooks.md)",
+        )

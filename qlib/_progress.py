@@ -69,7 +69,9 @@ class _Child(_NoBar):
             self.parent.bar.update(n)
 
 
-def progress_bar(total: float | None, *, show: bool, desc: str, unit: str = "step", _own: bool = False) -> Any:
+def progress_bar(
+    total: float | None, *, show: bool, desc: str, unit: str = "step", _own: bool = False
+) -> Any:
     """A tqdm.auto bar (transient: it disappears when closed), or a no-op bar if not ``show``.
 
     Inside :func:`study_progress` the bar is not shown: its work goes to the study's bar.
@@ -85,8 +87,9 @@ def progress_bar(total: float | None, *, show: bool, desc: str, unit: str = "ste
 
 
 @contextmanager
-def study_progress(desc: str, *, total: float | None = None, unit: str = "step",
-                   show: bool = True) -> Iterator[Any]:
+def study_progress(
+    desc: str, *, total: float | None = None, unit: str = "step", show: bool = True
+) -> Iterator[Any]:
     """One bar with one ETA for everything run inside the block.
 
     Args:
@@ -110,8 +113,9 @@ def study_progress(desc: str, *, total: float | None = None, unit: str = "step",
         study.bar.close()
 
 
-def progress_iter(items: Iterable[T], *, show: bool, desc: str, unit: str = "point",
-                  total: int | None = None) -> Iterator[T]:
+def progress_iter(
+    items: Iterable[T], *, show: bool, desc: str, unit: str = "point", total: int | None = None
+) -> Iterator[T]:
     """Iterate over ``items`` with a bar (one unit per item) when ``show``."""
     if total is None:
         try:

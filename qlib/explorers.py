@@ -23,8 +23,12 @@ from scipy.linalg import solve_continuous_lyapunov
 
 from qlib import _validate as V
 from qlib.supermarket.refined import _levels_for, _second_order
-from qlib.supermarket.theory import (asymptotic_profile, boundary_distance, fluid_fixed_point,
-                                     predicted_max_length)
+from qlib.supermarket.theory import (
+    asymptotic_profile,
+    boundary_distance,
+    fluid_fixed_point,
+    predicted_max_length,
+)
 
 
 # --------------------------------------------------------------------------- theory (NumPy)
@@ -115,8 +119,9 @@ def refined_profile(d: int, lam: float, levels: int | None = None) -> RefinedPro
     der.update(q=q, r=up - down, f1=zL, Df1=zLL, D2f1=zLL, f2=zL, q1=zL)
     A2 = _second_order(A, W, Vc, der)["A2"]
     tau = float(1.0 / np.min(np.abs(np.linalg.eigvals(A).real)))
-    return RefinedProfile(d=d, lam=lam, s=s, v=np.concatenate([[0.0], Vc]),
-                          a=np.concatenate([[0.0], A2]), tau=tau)
+    return RefinedProfile(
+        d=d, lam=lam, s=s, v=np.concatenate([[0.0], Vc]), a=np.concatenate([[0.0], A2]), tau=tau
+    )
 
 
 def fluid_max_length(n: int, d: int, lam: float) -> int:
@@ -168,10 +173,19 @@ def profile_view(one_minus_lam: float, d: int, n: int) -> ProfileView:
     a = asymptotic_profile(d, lam)
     m = min(a.size, L + 1)
     asym[:m] = a[:m]
-    return ProfileView(lam=lam, d=d, n=n, k=k, boundary_distance=boundary_distance(d, lam),
-                       fluid_max=fluid_max_length(n, d, lam), tau=r.tau, levels=np.arange(L + 1),
-                       fluid=_exact(r.s)[: L + 1], refined=_exact(r.tail_fraction(n))[: L + 1],
-                       asymptotic=asym)
+    return ProfileView(
+        lam=lam,
+        d=d,
+        n=n,
+        k=k,
+        boundary_distance=boundary_distance(d, lam),
+        fluid_max=fluid_max_length(n, d, lam),
+        tau=r.tau,
+        levels=np.arange(L + 1),
+        fluid=_exact(r.s)[: L + 1],
+        refined=_exact(r.tail_fraction(n))[: L + 1],
+        asymptotic=asym,
+    )
 
 
 def mixing_scales(n: int, d: int, lam: float) -> dict[str, float]:
@@ -179,8 +193,12 @@ def mixing_scales(n: int, d: int, lam: float) -> dict[str, float]:
     the lower bound's scale n (lam d)^(k-1), the upper bound's k d^(k-1) n ln n, and the drain
     time (1+lam) n/(1-lam) of a start with the wrong number of customers."""
     k = int(predicted_max_length(d, lam))
-    return {"k": k, "lower": n * (lam * d) ** (k - 1), "upper": k * d ** (k - 1) * n * math.log(n),
-            "drain": (1 + lam) * n / (1 - lam)}
+    return {
+        "k": k,
+        "lower": n * (lam * d) ** (k - 1),
+        "upper": k * d ** (k - 1) * n * math.log(n),
+        "drain": (1 + lam) * n / (1 - lam),
+    }
 
 
 # --------------------------------------------------------------------------- widgets
@@ -226,8 +244,14 @@ class Canvas:
         key = []
         for ax in self.fig.axes:
             leg = ax.get_legend()
-            key.append((tuple(ax.get_xlim()), tuple(ax.get_ylim()), ax.get_title(),
-                        tuple(t.get_text() for t in leg.get_texts()) if leg else ()))
+            key.append(
+                (
+                    tuple(ax.get_xlim()),
+                    tuple(ax.get_ylim()),
+                    ax.get_title(),
+                    tuple(t.get_text() for t in leg.get_texts()) if leg else (),
+                )
+            )
         return tuple(key)
 
     def png(self) -> bytes:
@@ -276,27 +300,45 @@ class ProfileExplorer:
         from qlib.plots import style
 
         self.simulate_fn = simulate
-        self.eps = W.FloatLogSlider(value=one_minus_lam, base=10, min=-4, max=-1, step=0.05,
-                                    description="1 − λ", readout_format=".2g", **_slider_kw())
+        self.eps = W.FloatLogSlider(
+            value=one_minus_lam,
+            base=10,
+            min=-4,
+            max=-1,
+            step=0.05,
+            description="1 − λ",
+            readout_format=".2g",
+            **_slider_kw(),
+        )
         self.d = W.IntSlider(value=d, min=2, max=1000, description="d", **_slider_kw())
-        self.n = W.FloatLogSlider(value=n, base=10, min=2, max=7, step=0.5, description="n",
-                                  readout_format=".0e", **_slider_kw())
+        self.n = W.FloatLogSlider(
+            value=n, base=10, min=2, max=7, step=0.5, description="n", readout_format=".0e", **_slider_kw()
+        )
         self.button = W.Button(description="simulate", tooltip="a short run from empty (seconds)")
         self.log = W.Output()
         with style():
             fig, ax = new_figure((6.4, 3.8))
-            self.fluid, = ax.plot([], [], "o-", label="fluid fixed point")
-            self.refined, = ax.plot([], [], "^--", label="refined (1/n, 1/n²)")
-            self.asym, = ax.plot([], [], "s", mfc="none", mec="tab:green", ms=9, label="asymptotic formulas")
-            self.sim, = ax.plot([], [], "ko", ms=4, label="simulation (the button)")
+            (self.fluid,) = ax.plot([], [], "o-", label="fluid fixed point")
+            (self.refined,) = ax.plot([], [], "^--", label="refined (1/n, 1/n²)")
+            (self.asym,) = ax.plot(
+                [], [], "s", mfc="none", mec="tab:green", ms=9, label="asymptotic formulas"
+            )
+            (self.sim,) = ax.plot([], [], "ko", ms=4, label="simulation (the button)")
             self.k_line = ax.axvline(0, color="grey", ls=":", label="predicted k")
-            ax.set(yscale="log", ylim=(1e-6, 1.5), xlim=(-0.5, 10.5), xlabel="queue length $i$",
-                   ylabel="fraction of queues with length $i$")
+            ax.set(
+                yscale="log",
+                ylim=(1e-6, 1.5),
+                xlim=(-0.5, 10.5),
+                xlabel="queue length $i$",
+                ylabel="fraction of queues with length $i$",
+            )
             self.title = _title(ax)
             ax.legend(fontsize=7, loc="upper right")
             fig.tight_layout()
         self.ax = ax
-        self.canvas = Canvas(fig, animated=[self.fluid, self.refined, self.asym, self.sim, self.k_line, self.title])
+        self.canvas = Canvas(
+            fig, animated=[self.fluid, self.refined, self.asym, self.sim, self.k_line, self.title]
+        )
         self.update()
         for s in (self.eps, self.d, self.n):
             s.observe(self.update, names="value")
@@ -316,8 +358,10 @@ class ProfileExplorer:
             self.log.clear_output()
         self.k_line.set_xdata([v.k, v.k])
         self.ax.set_xlim(-0.5, max(10, v.levels[-1]) + 0.5)  # a new background only past 10 levels
-        self.title.set_text(f"λ = {fmt(v.lam, 6)}, d = {v.d}, n = {fmt(v.n, 3)}: k = {v.k}, "
-                            f"fluid max at n: {v.fluid_max}, τ = {fmt(v.tau, 3)}")
+        self.title.set_text(
+            f"λ = {fmt(v.lam, 6)}, d = {v.d}, n = {fmt(v.n, 3)}: k = {v.k}, "
+            f"fluid max at n: {v.fluid_max}, τ = {fmt(v.tau, 3)}"
+        )
         self.canvas.draw()
 
     def run_simulation(self, _=None) -> None:
@@ -347,37 +391,52 @@ class ServersExplorer:
 
         self.simulate_fn = simulate
         self.n_w = W.IntSlider(value=n, min=2, max=60, description="servers n", **_slider_kw())
-        self.s_w = W.FloatLogSlider(value=spread, base=10, min=0, max=3, description="spread",
-                                    readout_format=".3g", **_slider_kw())
-        self.r_w = W.FloatSlider(value=rho, min=0.05, max=0.99, step=0.01, description="load ρ",
-                                 **_slider_kw())
+        self.s_w = W.FloatLogSlider(
+            value=spread, base=10, min=0, max=3, description="spread", readout_format=".3g", **_slider_kw()
+        )
+        self.r_w = W.FloatSlider(
+            value=rho, min=0.05, max=0.99, step=0.01, description="load ρ", **_slider_kw()
+        )
         self.button = W.Button(description="simulate")
         self.log = W.Output()
         with style():
             fig, (ax, bx) = new_figure((9.0, 3.6), ncols=2)
-            self.busy, = ax.plot([], [], "o-", ms=4, label="$P_j$")
-            self.work, = ax.plot([], [], "s-", ms=4, label=r"$\mu_j P_j / \max_i \mu_i$")
-            self.sim_busy, = ax.plot([], [], "kx", label="simulation")
-            self.sim_work, = ax.plot([], [], "kx")
+            (self.busy,) = ax.plot([], [], "o-", ms=4, label="$P_j$")
+            (self.work,) = ax.plot([], [], "s-", ms=4, label=r"$\mu_j P_j / \max_i \mu_i$")
+            (self.sim_busy,) = ax.plot([], [], "kx", label="simulation")
+            (self.sim_work,) = ax.plot([], [], "kx")
             # against the server's rank (j - 1/2)/n: fixed limits whatever n and the spread
             rank = "server rank $(j - \\frac{1}{2})/n$, fastest first"
             ax.set(xlabel=rank, xlim=(0, 1), ylim=(0, 1.02))
             ax.legend(fontsize=8, loc="upper left")
-            self.unin, = bx.plot([], [], "o-", ms=4, label="uninformed (uniform idle)")
-            self.inf, = bx.plot([], [], "s--", ms=4, label="informed (fastest idle)")
+            (self.unin,) = bx.plot([], [], "o-", ms=4, label="uninformed (uniform idle)")
+            (self.inf,) = bx.plot([], [], "s--", ms=4, label="informed (fastest idle)")
             self.note = bx.text(0.5, 0.5, "", ha="center", transform=bx.transAxes)
             bx.set(xlabel=rank, ylabel="$P_j$", xlim=(0, 1), ylim=(0, 1.02))
             bx.legend(fontsize=8, loc="lower right")
             self.title = _title(ax)
             fig.tight_layout()
         self.ax, self.bx = ax, bx
-        self.canvas = Canvas(fig, animated=[self.busy, self.work, self.sim_busy, self.sim_work, self.unin,
-                                            self.inf, self.note, self.title])
+        self.canvas = Canvas(
+            fig,
+            animated=[
+                self.busy,
+                self.work,
+                self.sim_busy,
+                self.sim_work,
+                self.unin,
+                self.inf,
+                self.note,
+                self.title,
+            ],
+        )
         self.update()
         for s in (self.n_w, self.s_w, self.r_w):
             s.observe(self.update, names="value")
         self.button.on_click(self.run_simulation)
-        self.widget = W.VBox([W.HBox([self.n_w, self.s_w, self.r_w, self.button]), self.canvas.widget, self.log])
+        self.widget = W.VBox(
+            [W.HBox([self.n_w, self.s_w, self.r_w, self.button]), self.canvas.widget, self.log]
+        )
 
     def update(self, change=None) -> None:
         from qlib.studies.who_works_the_most import profile
@@ -441,13 +500,17 @@ class MixingExplorer:
         self.log = W.Output()
         with style():
             fig, (ax, bx) = new_figure((9.0, 3.4), ncols=2)
-            self.surv, = ax.plot([], [], drawstyle="steps-post", color="k", label="simulated $P(T_{meet} > t)$")
-            self.l1, = bx.plot([], [], color="k", label="simulated")
+            (self.surv,) = ax.plot(
+                [], [], drawstyle="steps-post", color="k", label="simulated $P(T_{meet} > t)$"
+            )
+            (self.l1,) = bx.plot([], [], color="k", label="simulated")
             self.lines = {}
             for a in (ax, bx):
-                for key, c, lab in (("lower", "tab:blue", r"$n(\lambda d)^{k-1}$"),
-                                    ("upper", "tab:red", r"$k d^{k-1} n \ln n$"),
-                                    ("drain", "tab:grey", r"$(1+\lambda)n/(1-\lambda)$")):
+                for key, c, lab in (
+                    ("lower", "tab:blue", r"$n(\lambda d)^{k-1}$"),
+                    ("upper", "tab:red", r"$k d^{k-1} n \ln n$"),
+                    ("drain", "tab:grey", r"$(1+\lambda)n/(1-\lambda)$"),
+                ):
                     self.lines[a, key] = a.axvline(1, color=c, ls="--", lw=1, label=lab)
             ax.set(xscale="log", ylim=(0, 1.02), xlabel="t (steps)", ylabel=r"$P(T_{meet} > t)$")
             bx.set(xscale="log", ylim=(0, 1.02), xlabel="t (steps)", ylabel=r"$E\sum_i |u_i - u'_i| / n$")
@@ -462,7 +525,9 @@ class MixingExplorer:
         for s in (self.n_w, self.d_w, self.lam_w):
             s.observe(self.update, names="value")
         self.button.on_click(self.run_simulation)
-        self.widget = W.VBox([W.HBox([self.n_w, self.d_w, self.lam_w, self.button]), self.canvas.widget, self.log])
+        self.widget = W.VBox(
+            [W.HBox([self.n_w, self.d_w, self.lam_w, self.button]), self.canvas.widget, self.log]
+        )
 
     def update(self, change=None) -> None:
         s = mixing_scales(self.n_w.value, self.d_w.value, self.lam_w.value)
@@ -472,7 +537,9 @@ class MixingExplorer:
         if change is not None:
             self.surv.set_data([], [])
             self.l1.set_data([], [])
-        self.title.set_text(f"n = {self.n_w.value}, d = {self.d_w.value}, λ = {fmt(self.lam_w.value)}: k = {s['k']}")
+        self.title.set_text(
+            f"n = {self.n_w.value}, d = {self.d_w.value}, λ = {fmt(self.lam_w.value)}: k = {s['k']}"
+        )
         self.canvas.draw()
 
     def run_simulation(self, _=None) -> None:
@@ -511,7 +578,7 @@ class PerfectExplorer:
         self.log = W.Output()
         with style():
             fig, ax = new_figure((6.0, 3.4))
-            self.law, = ax.plot([], [], "o", color="C2", ms=7, label="exact samples")
+            (self.law,) = ax.plot([], [], "o", color="C2", ms=7, label="exact samples")
             self.lo_hi = ax.vlines([], [], [], color="C2")
             self.k_line = ax.axvline(0, color="grey", ls=":", label=r"predicted $k$")
             self.fl_line = ax.axvline(0, color="tab:red", ls="--", lw=1, label="fluid maximum at $n$")
@@ -525,8 +592,9 @@ class PerfectExplorer:
         for s in (self.n_w, self.d_w, self.lam_w, self.cap_w):
             s.observe(self.update, names="value")
         self.button.on_click(self.run_simulation)
-        self.widget = W.VBox([W.HBox([self.n_w, self.d_w, self.lam_w, self.cap_w, self.button]),
-                              self.canvas.widget, self.log])
+        self.widget = W.VBox(
+            [W.HBox([self.n_w, self.d_w, self.lam_w, self.cap_w, self.button]), self.canvas.widget, self.log]
+        )
 
     def update(self, change=None) -> None:
         n, d, lam, L = self.n_w.value, self.d_w.value, self.lam_w.value, self.cap_w.value
@@ -551,6 +619,8 @@ class PerfectExplorer:
         i = np.arange(np.asarray(x.max_law).size)
         self.law.set_data(i, x.max_law)
         self.lo_hi.set_segments([[(j, lo), (j, hi)] for j, lo, hi in zip(i, x.max_low, x.max_high)])
-        self.title.set_text(f"{self.title.get_text()}; {np.shape(x.samples)[0]} exact samples, mean "
-                            f"coalescence {np.mean(x.coalescence):.3g} steps")
+        self.title.set_text(
+            f"{self.title.get_text()}; {np.shape(x.samples)[0]} exact samples, mean "
+            f"coalescence {np.mean(x.coalescence):.3g} steps"
+        )
         self.canvas.draw()

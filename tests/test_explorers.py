@@ -31,7 +31,9 @@ def test_pure_derivatives_match_finite_differences():
     def drift(y):
         full = np.concatenate([[1.0], y, [0.0]])
         g = full**d
-        return lam * (g[:-2] - g[1:-1]) - (full[1:-1] - full[2:]), lam * (g[:-2] - g[1:-1]) + (full[1:-1] - full[2:])
+        return lam * (g[:-2] - g[1:-1]) - (full[1:-1] - full[2:]), lam * (g[:-2] - g[1:-1]) + (
+            full[1:-1] - full[2:]
+        )
 
     h = 1e-6
     for j in range(3):
@@ -90,7 +92,7 @@ def test_profile_explorer_redraws_in_place():
     fig, png = x.canvas.fig, x.canvas.widget.value
     x.d.value = 30
     assert x.canvas.fig is fig and x.canvas.widget.value != png  # same figure, new picture
-    assert f"d = 30" in x.title.get_text()
+    assert "d = 30" in x.title.get_text()
     assert x.view.d == 30 and x.k_line.get_xdata()[0] == x.view.k
     np.testing.assert_allclose(x.fluid.get_ydata(), E.profile_view(x.eps.value, 30, int(x.n.value)).fluid)
     x.button.click()
@@ -115,8 +117,15 @@ def test_servers_explorer_redraws_in_place():
 
 def test_mixing_explorer_moves_the_scales_and_draws_a_simulation():
     pytest.importorskip("ipywidgets")
-    ex = type("Ex", (), dict(T=np.array([100.0, 300.0, 200.0]), times=np.array([0.0, 50.0, 100.0]),
-                             l1=np.array([1.0, 0.5, 0.1])))()
+    ex = type(
+        "Ex",
+        (),
+        dict(
+            T=np.array([100.0, 300.0, 200.0]),
+            times=np.array([0.0, 50.0, 100.0]),
+            l1=np.array([1.0, 0.5, 0.1]),
+        ),
+    )()
     x = E.MixingExplorer(simulate=lambda n, d, lam: ex)
     x.d_w.value = 10
     s = E.mixing_scales(x.n_w.value, 10, x.lam_w.value)

@@ -43,15 +43,25 @@ ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOKS = ROOT / "notebooks"
 SHOTS = ROOT / "browser-screenshots"
 CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
 STDERR_OUT = '.jp-OutputArea-output[data-mime-type="application/vnd.jupyter.stderr"]'
 
 # JupyterLab user settings for the run (autosave stays on, as a user has it): no news/update
 # fetch (no network, no toast over the figures), all cells attached to the DOM.
 LAB_SETTINGS = {
-    "@jupyterlab/apputils-extension/notification.jupyterlab-settings":
-        {"fetchNews": "false", "checkForUpdates": False},
+    "@jupyterlab/apputils-extension/notification.jupyterlab-settings": {
+        "fetchNews": "false",
+        "checkForUpdates": False,
+    },
     "@jupyterlab/notebook-extension/tracker.jupyterlab-settings": {"windowingMode": "none"},
 }
 
@@ -75,7 +85,9 @@ def ensure_chromium(timeout: float = 900) -> str | None:
     log("installing Debian's chromium (apt-get) ...")
     env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
     for cmd in (["apt-get", "update"], ["apt-get", "install", "-y", "chromium"]):
-        r = subprocess.run(cmd, env=env, timeout=timeout, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        r = subprocess.run(
+            cmd, env=env, timeout=timeout, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
+        )
         if r.returncode != 0:
             return f"{' '.join(cmd)} failed: {r.stderr.strip()[-300:]}"
     return None if os.path.exists(CHROMIUM) else f"apt-get install chromium did not provide {CHROMIUM}"
@@ -98,8 +110,15 @@ def jupyter_executable() -> list[str]:
 class Lab:
     """A JupyterLab server on 127.0.0.1:<free port> with a random token; always shut down."""
 
-    def __init__(self, tmp: Path, root_dir: Path, start_timeout: float, *, smoke: bool = True,
-                 cache: Path | None = None):
+    def __init__(
+        self,
+        tmp: Path,
+        root_dir: Path,
+        start_timeout: float,
+        *,
+        smoke: bool = True,
+        cache: Path | None = None,
+    ):
         self.smoke, self.cache = smoke, cache or tmp / "cache"
         self.port, self.token = free_port(), secrets.token_hex(16)
         self.base = f"http://127.0.0.1:{self.port}"
@@ -113,8 +132,13 @@ class Lab:
             (settings / rel).parent.mkdir(parents=True, exist_ok=True)
             (settings / rel).write_text(json.dumps(value))
         workspaces.mkdir(exist_ok=True)
-        env = dict(os.environ, QLIB_CACHE=str(self.cache), JUPYTER_RUNTIME_DIR=str(self.tmp / "runtime"),
-                   PYTHONUNBUFFERED="1", JUPYTER_CONFIG_PATH=str(ROOT / ".jupyter"))
+        env = dict(
+            os.environ,
+            QLIB_CACHE=str(self.cache),
+            JUPYTER_RUNTIME_DIR=str(self.tmp / "runtime"),
+            PYTHONUNBUFFERED="1",
+            JUPYTER_CONFIG_PATH=str(ROOT / ".jupyter"),
+        )
         env.pop("QLIB_FIGURES", None)
         env.pop("QLIB_PUBLISH", None)
         if self.smoke:
@@ -122,16 +146,28 @@ class Lab:
         else:
             env.pop("QLIB_SMOKE", None)
         cmd = jupyter_executable() + [
-            "lab", "--no-browser", "--ServerApp.ip=127.0.0.1", f"--ServerApp.port={self.port}",
-            "--ServerApp.port_retries=0", f"--IdentityProvider.token={self.token}",
-            f"--ServerApp.root_dir={self.root_dir}", f"--LabApp.user_settings_dir={settings}",
-            f"--LabApp.workspaces_dir={workspaces}"]
+            "lab",
+            "--no-browser",
+            "--ServerApp.ip=127.0.0.1",
+            f"--ServerApp.port={self.port}",
+            "--ServerApp.port_retries=0",
+            f"--IdentityProvider.token={self.token}",
+            f"--ServerApp.root_dir={self.root_dir}",
+            f"--LabApp.user_settings_dir={settings}",
+            f"--LabApp.workspaces_dir={workspaces}",
+        ]
         if os.geteuid() == 0:  # containers/CI run as root; Jupyter refuses that without the flag
             cmd.append("--allow-root")
         log(f"starting JupyterLab on {self.base} (log: {self.log_path})")
         self._log = open(self.log_path, "w")
-        self.proc = subprocess.Popen(cmd, cwd=self.root_dir, env=env, stdout=self._log,
-                                     stderr=subprocess.STDOUT, start_new_session=True)
+        self.proc = subprocess.Popen(
+            cmd,
+            cwd=self.root_dir,
+            env=env,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
         deadline = time.monotonic() + self.start_timeout
         while time.monotonic() < deadline:
             if (rc := self.proc.poll()) is not None:
@@ -147,8 +183,9 @@ class Lab:
         raise TimeoutError(f"JupyterLab did not answer within {self.start_timeout:.0f}s; see {self.log_path}")
 
     def api(self, method: str, path: str, timeout: float = 10):
-        req = urllib.request.Request(self.base + path, method=method,
-                                     headers={"Authorization": f"token {self.token}"})
+        req = urllib.request.Request(
+            self.base + path, method=method, headers={"Authorization": f"token {self.token}"}
+        )
         with urllib.request.urlopen(req, timeout=timeout) as r:
             body = r.read()
         return json.loads(body) if body else None
@@ -184,22 +221,25 @@ class Lab:
         self.proc = None
 
 
-
 # ----------------------------------------------------------------------------- page helpers
 
 # Notebook state as seen on the page: input prompts of the code cells, tracebacks, dialogs.
-STATE_JS = """() => {
+STATE_JS = (
+    """() => {
   const panel = document.querySelector('.jp-NotebookPanel:not(.lm-mod-hidden)');
   if (!panel) return null;
   const prompts = [...panel.querySelectorAll('.jp-CodeCell .jp-InputPrompt')].map(e => e.textContent.trim());
   const ind = panel.querySelector('.jp-Notebook-ExecutionIndicator');
-  const errors = [...panel.querySelectorAll('%s, .jp-OutputArea-output[data-mime-type="application/vnd.jupyter.error"]')]
+  const sel = '%s, .jp-OutputArea-output[data-mime-type="application/vnd.jupyter.error"]';
+  const errors = [...panel.querySelectorAll(sel)]
                    .map(e => e.textContent)
                    .filter(t => /Traceback|^\\w*(Error|Exception): /m.test(t)).map(t => t.slice(0, 3000));
   const dialog = document.querySelector('.jp-Dialog');
   return {prompts, indicator: ind ? ind.getAttribute('data-status') : null, errors,
           dialog: dialog ? dialog.textContent.slice(0, 500) : null};
-}""" % STDERR_OUT
+}"""
+    % STDERR_OUT
+)
 
 DONE_PROMPT = re.compile(r"^\[\d+\]:$")
 
@@ -244,8 +284,9 @@ def kernel_ready(lab: Lab, path: str) -> bool:
     return False
 
 
-def wait_for(page, predicate, timeout: float, what: str, poll: float = 0.5, lab: Lab | None = None,
-             path: str = ""):
+def wait_for(
+    page, predicate, timeout: float, what: str, poll: float = 0.5, lab: Lab | None = None, path: str = ""
+):
     """Poll ``predicate(state)`` on the notebook state (and the kernel, when ``lab`` is given);
     raise on timeout, dialog or traceback."""
     deadline = time.monotonic() + timeout
@@ -260,8 +301,10 @@ def wait_for(page, predicate, timeout: float, what: str, poll: float = 0.5, lab:
             if predicate(state) and (lab is None or kernel_ready(lab, path)):
                 return state
         page.wait_for_timeout(poll * 1000)
-    raise TimeoutError(f"timed out after {timeout:.0f}s waiting for {what}; last state: "
-                       f"{json.dumps(state)[:600] if state else None}")
+    raise TimeoutError(
+        f"timed out after {timeout:.0f}s waiting for {what}; last state: "
+        f"{json.dumps(state)[:600] if state else None}"
+    )
 
 
 def run_all_cells(page) -> None:
@@ -291,22 +334,40 @@ def timed(page, img, action, budget_ms: int) -> float | None:
 def check_notebook(context, lab: Lab, name: str, args) -> Result:
     res = Result(name)
     stem = Path(name).stem
-    shot = lambda tag: SHOTS / f"{stem}-{tag}.png"
+
+    def shot(tag: str) -> Path:
+        return SHOTS / f"{stem}-{tag}.png"
+
     page = context.new_page()
     page.set_default_timeout(30_000)
     try:
-        page.goto(f"{lab.base}/lab/workspaces/{stem}/tree/notebooks/{name}?token={lab.token}",
-                  wait_until="domcontentloaded", timeout=60_000)
-        state = wait_for(page, lambda s: len(s["prompts"]) > 0 and s["indicator"] == "idle",
-                         args.kernel_timeout, "the notebook to open and its kernel to be connected and idle",
-                         lab=lab, path=f"notebooks/{name}")
+        page.goto(
+            f"{lab.base}/lab/workspaces/{stem}/tree/notebooks/{name}?token={lab.token}",
+            wait_until="domcontentloaded",
+            timeout=60_000,
+        )
+        state = wait_for(
+            page,
+            lambda s: len(s["prompts"]) > 0 and s["indicator"] == "idle",
+            args.kernel_timeout,
+            "the notebook to open and its kernel to be connected and idle",
+            lab=lab,
+            path=f"notebooks/{name}",
+        )
         res.cells = len(state["prompts"])
         log(f"{name}: {res.cells} code cells, kernel connected and idle; Run > Run All Cells")
         t = time.monotonic()
         run_all_cells(page)
         wait_for(page, lambda s: any(p != "[ ]:" for p in s["prompts"]), 30, "execution to start")
-        wait_for(page, lambda s: s["indicator"] == "idle" and all(DONE_PROMPT.match(p) for p in s["prompts"]),
-                 args.run_timeout, "all cells to run", poll=1.0, lab=lab, path=f"notebooks/{name}")
+        wait_for(
+            page,
+            lambda s: s["indicator"] == "idle" and all(DONE_PROMPT.match(p) for p in s["prompts"]),
+            args.run_timeout,
+            "all cells to run",
+            poll=1.0,
+            lab=lab,
+            path=f"notebooks/{name}",
+        )
         res.run_s = time.monotonic() - t
         log(f"{name}: Run All took {res.run_s:.1f}s, no traceback")
         page.screenshot(path=shot("0-top"))
@@ -331,7 +392,10 @@ def check_notebook(context, lab: Lab, name: str, args) -> Result:
                 times.append(ms)
                 page.wait_for_timeout(150)
             res.latencies_ms[label] = times
-            log(f"{name}: slider {label!r}: key press to redraw {[None if x is None else round(x) for x in times]} ms")
+            log(
+                f"{name}: slider {label!r}: key press to redraw "
+                f"{[None if x is None else round(x) for x in times]} ms"
+            )
         cell.screenshot(path=shot("2-explorer-after"))
         res.shots.append(str(shot("2-explorer-after")))
         button = cell.locator("button.jupyter-button, .widget-button").first
@@ -396,7 +460,9 @@ def check_markdown(context, path: Path, width: int = 1000) -> dict:
     try:
         page.set_viewport_size({"width": width, "height": 1200})
         page.goto(path.parent.resolve().as_uri() + "/")  # relative images resolve beside the file
-        page.set_content(f"<html><head><style>{GITHUB_CSS}</style></head><body><main>{html}</main></body></html>")
+        page.set_content(
+            f"<html><head><style>{GITHUB_CSS}</style></head><body><main>{html}</main></body></html>"
+        )
         page.wait_for_timeout(500)
         m = page.evaluate("""() => { const main = document.querySelector('main');
             let widest = main.scrollWidth; for (const e of main.querySelectorAll('*'))
@@ -406,8 +472,14 @@ def check_markdown(context, path: Path, width: int = 1000) -> dict:
         out = SHOTS / f"markdown-{path.stem}.png"
         page.screenshot(path=out, full_page=True)
         fits = m["widest"] <= width + 1
-        return {"file": str(path.relative_to(ROOT)), "pane_px": width, "widest_px": m["widest"],
-                "height_px": m["height"], "fits": fits, "screenshot": str(out)}
+        return {
+            "file": str(path.relative_to(ROOT)),
+            "pane_px": width,
+            "widest_px": m["widest"],
+            "height_px": m["height"],
+            "fits": fits,
+            "screenshot": str(out),
+        }
     finally:
         page.close()
 
@@ -423,26 +495,38 @@ def git_status() -> list[str]:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--pattern", default="[0-9][0-9]_*.md", help="which notebooks (glob in notebooks/)")
-    ap.add_argument("--mode", choices=("smoke", "full"), default="smoke",
-                    help="smoke: QLIB_SMOKE=1 (default); full: the stored results")
+    ap.add_argument(
+        "--mode",
+        choices=("smoke", "full"),
+        default="smoke",
+        help="smoke: QLIB_SMOKE=1 (default); full: the stored results",
+    )
     ap.add_argument("--cache", type=Path, help="QLIB_CACHE for the kernels (default: a temporary folder)")
     ap.add_argument("--presses", type=int, default=3, help="key presses each way per slider")
     ap.add_argument("--median-ms", type=float, default=250, help="budget: median key press to redraw")
     ap.add_argument("--max-ms", type=float, default=500, help="budget: slowest key press to redraw")
     ap.add_argument("--button-s", type=float, default=5, help="budget: button click to new figure")
     ap.add_argument("--run-timeout", type=float, default=900, help="seconds for Run All Cells, per notebook")
-    ap.add_argument("--kernel-timeout", type=float, default=180,
-                    help="seconds for a notebook to open and its kernel to be connected and idle")
+    ap.add_argument(
+        "--kernel-timeout",
+        type=float,
+        default=180,
+        help="seconds for a notebook to open and its kernel to be connected and idle",
+    )
     ap.add_argument("--redraw-timeout", type=float, default=10, help="seconds for a figure to redraw")
     ap.add_argument("--button-timeout", type=float, default=60, help="seconds for the button's figure")
     ap.add_argument("--total-timeout", type=float, default=3600, help="hard limit for the whole run")
-    ap.add_argument("--skip-without-chromium", action="store_true",
-                    help="exit 0 with the reason printed when chromium cannot be had (CI)")
+    ap.add_argument(
+        "--skip-without-chromium",
+        action="store_true",
+        help="exit 0 with the reason printed when chromium cannot be had (CI)",
+    )
     ap.add_argument("--keep-tmp", action="store_true", help="keep the temporary folder (server log)")
     args = ap.parse_args()
 
     def _alarm(*_):
         raise TimeoutError(f"browser test exceeded --total-timeout={args.total_timeout:.0f}s")
+
     signal.signal(signal.SIGALRM, _alarm)
     signal.alarm(int(args.total_timeout))
 
@@ -463,19 +547,28 @@ def main() -> int:
     status_after: list[str] = []
     error = ""
     try:
-        with Lab(tmp, ROOT, start_timeout=120, smoke=args.mode == "smoke", cache=args.cache) as lab, \
-                sync_playwright() as pw:
+        with (
+            Lab(tmp, ROOT, start_timeout=120, smoke=args.mode == "smoke", cache=args.cache) as lab,
+            sync_playwright() as pw,
+        ):
             context = pw.chromium.launch_persistent_context(
-                str(tmp / "chromium-profile"), executable_path=CHROMIUM, headless=True,
-                args=CHROMIUM_ARGS, viewport={"width": 1280, "height": 1000}, timeout=60_000)
+                str(tmp / "chromium-profile"),
+                executable_path=CHROMIUM,
+                headless=True,
+                args=CHROMIUM_ARGS,
+                viewport={"width": 1280, "height": 1000},
+                timeout=60_000,
+            )
             try:
                 for name in names:
                     results.append(check_notebook(context, lab, name, args))
                 for md in (ROOT / "figures" / "claims.md", ROOT / "README.md"):
                     if md.exists():
                         markdown.append(check_markdown(context, md))
-                        log(f"{md.name}: widest {markdown[-1]['widest_px']} px in a 1000 px pane, "
-                            f"{markdown[-1]['height_px']} px tall")
+                        log(
+                            f"{md.name}: widest {markdown[-1]['widest_px']} px in a 1000 px pane, "
+                            f"{markdown[-1]['height_px']} px tall"
+                        )
             finally:
                 context.close()
             time.sleep(2)  # any last autosave has landed
@@ -491,27 +584,49 @@ def main() -> int:
             shutil.rmtree(tmp, ignore_errors=True)
 
     changed = sorted(set(status_after) ^ set(status_before)) if not error else ["(not checked: aborted)"]
-    ok = (not error and len(results) == len(names) and all(r.passed for r in results) and not changed
-          and all(m["fits"] for m in markdown))
-    report = {"mode": args.mode, "passed": ok, "error": error, "budgets": {
-                  "median_ms": args.median_ms, "max_ms": args.max_ms, "button_s": args.button_s},
-              "notebooks": [r.__dict__ for r in results], "markdown": markdown,
-              "git_status_before": status_before, "git_status_changed": changed,
-              "load_average": os.getloadavg(), "total_s": time.monotonic() - T0}
+    ok = (
+        not error
+        and len(results) == len(names)
+        and all(r.passed for r in results)
+        and not changed
+        and all(m["fits"] for m in markdown)
+    )
+    report = {
+        "mode": args.mode,
+        "passed": ok,
+        "error": error,
+        "budgets": {"median_ms": args.median_ms, "max_ms": args.max_ms, "button_s": args.button_s},
+        "notebooks": [r.__dict__ for r in results],
+        "markdown": markdown,
+        "git_status_before": status_before,
+        "git_status_changed": changed,
+        "load_average": os.getloadavg(),
+        "total_s": time.monotonic() - T0,
+    }
     (SHOTS / "report.json").write_text(json.dumps(report, indent=1, default=str))
-    lines = [f"== browser test (JupyterLab + headless Chromium, {args.mode} mode; load {os.getloadavg()[0]:.1f}) =="]
+    lines = [
+        f"== browser test (JupyterLab + headless Chromium, {args.mode} mode; "
+        f"load {os.getloadavg()[0]:.1f}) =="
+    ]
     for r in results:
-        lines.append(f"{'PASS' if r.passed else 'FAIL'}  {r.name}: Run All {r.run_s:.0f} s ({r.cells} code cells); "
-                     f"slider redraw median {r.median_ms:.0f} ms, max {r.max_ms:.0f} ms; button {r.button_s:.1f} s")
+        lines.append(
+            f"{'PASS' if r.passed else 'FAIL'}  {r.name}: Run All {r.run_s:.0f} s ({r.cells} code cells); "
+            f"slider redraw median {r.median_ms:.0f} ms, max {r.max_ms:.0f} ms; button {r.button_s:.1f} s"
+        )
         for label, ts in r.latencies_ms.items():
             lines.append(f"      {label}: {[None if x is None else round(x) for x in ts]} ms")
         if not r.passed:
             lines.append("      " + r.reason.replace("\n", "\n      "))
     for m in markdown:
-        lines.append(f"{'PASS' if m['fits'] else 'FAIL'}  {m['file']}: widest {m['widest_px']} px in a "
-                     f"{m['pane_px']} px pane, {m['height_px']} px tall")
-    lines.append(("PASS" if not changed else "FAIL") + "  git status --porcelain unchanged by the run"
-                 + ("" if not changed else f": {changed}"))
+        lines.append(
+            f"{'PASS' if m['fits'] else 'FAIL'}  {m['file']}: widest {m['widest_px']} px in a "
+            f"{m['pane_px']} px pane, {m['height_px']} px tall"
+        )
+    lines.append(
+        ("PASS" if not changed else "FAIL")
+        + "  git status --porcelain unchanged by the run"
+        + ("" if not changed else f": {changed}")
+    )
     if error:
         lines.append(f"ABORTED: {error}")
     lines.append(f"screenshots and report: {SHOTS}/; total {time.monotonic() - T0:.0f} s")
