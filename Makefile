@@ -10,7 +10,9 @@
 # make figures  — set up and run the main job: every notebook in full mode -> figures/,
 #                 and the claims table -> figures/claims.md.
 # make bench    — the benchmark suite -> benchmarks/README.md tables and plots.
-# make browser-test — JupyterLab in headless Chromium: run each notebook, move a slider.
+# make browser-test — JupyterLab in headless Chromium on the repository: Run All of each notebook
+#                 (timed), every slider's key-press-to-redraw latency, git status unchanged, the
+#                 rendered claims.md and README within 1000 px (report: browser-screenshots/).
 
 ACTIVE := $(or $(VIRTUAL_ENV),$(CONDA_PREFIX))
 ifeq ($(ACTIVE),)
@@ -21,7 +23,7 @@ PY := python
 endif
 STAMP := $(if $(VENV),$(VENV),.)/.qlib-installed
 
-.PHONY: setup lint test test-quick validate mutants figures bench bench-quick browser-test claims clean
+.PHONY: setup lint test test-quick validate mutants figures bench bench-quick browser-test claims clean lab
 
 # The install: uv where it installs (parallel downloads and unpacking: ~25 s from nothing on the
 # 2-core machine, against ~50 s for pip), else pip (>= 21.3 for an editable install from
@@ -71,10 +73,16 @@ bench: setup
 
 browser-test: setup
 	$(PY) -m pip install -q -e '.[browser]'
-	$(PY) tests/browser/run_browser_test.py
+	$(PY) tests/browser/run_browser_test.py $(BROWSER_ARGS)
 
 clean:
 	rm -rf .qlib_cache .pytest_cache
 
 bench-quick: setup
 	$(PY) benchmarks/run.py --quick
+
+# make lab — JupyterLab at the repository root, the notebooks/*.md opening as notebooks
+# (the project's Jupyter config in .jupyter/ adds to the user's own: docs/notebooks.md).
+lab: setup
+	JUPYTER_CONFIG_PATH="$(CURDIR)/.jupyter$${JUPYTER_CONFIG_PATH:+:$$JUPYTER_CONFIG_PATH}" \
+	  $(PY) -m jupyter lab --ServerApp.root_dir="$(CURDIR)" $(if $(filter 0,$(shell id -u)),--allow-root)

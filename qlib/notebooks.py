@@ -1,12 +1,16 @@
 """Execute the notebooks: smoke mode for the tests, full mode for the published figures.
 
-Each notebook is a MyST Markdown text file ``notebooks/NN_name.md`` (the source, read and
-reviewed as text) paired by jupytext with ``notebooks/NN_name.ipynb`` (the same cells with the
-outputs of the full run). Notebooks read ``QLIB_SMOKE`` in their parameters cell; this module
-sets it for the kernel, runs every cell with nbclient (a failing cell raises), shows progress
-over cells, and writes the executed ``.ipynb`` so that the same commit gives the same file:
-fixed cell ids, no execution timings, no widget state or widget views (machine noise, random
-model ids, live progress bars), no stderr streams.
+Each notebook is a MyST Markdown text file ``notebooks/NN_name.md``: the notebook a user opens
+(``make lab`` opens it as a notebook) and the one reviewed as text. ``notebooks/NN_name.ipynb`` is
+its executed copy, written only by ``make figures`` (the same cells with the outputs of the full
+run); the two are not paired by jupytext, so saving one in JupyterLab never rewrites the other
+(docs/notebooks.md). Notebooks read ``QLIB_SMOKE`` in their parameters cell; this module sets
+it for the kernel, and ``QLIB_PUBLISH=1`` for a full run that writes the executed copy (only then
+do figures reach ``figures/``: :func:`qlib.plots.show`). It runs every cell with nbclient (a
+failing cell raises), shows progress over cells, and writes the executed ``.ipynb`` so that the
+same commit gives the same file: fixed cell ids, no execution timings, no widget state or widget
+views (machine noise, random model ids, live progress bars), no stderr streams, and the
+kernelspec that JupyterLab writes (so opening the copy does not modify it).
 """
 
 from __future__ import annotations
@@ -26,9 +30,12 @@ from traitlets.config import Config
 from qlib._progress import progress_bar
 from qlib._xla import flags as xla_flags
 from qlib.config import ROOT, SMOKE_ENV
+from qlib.plots import PUBLISH_ENV
 
 NOTEBOOK_DIR = ROOT / "notebooks"
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
+#: the kernelspec as ipykernel installs it and JupyterLab writes it on opening a notebook
+KERNELSPEC = {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"}
 
 
 def notebook_paths() -> list[Path]:
@@ -37,8 +44,26 @@ def notebook_paths() -> list[Path]:
 
 
 def paired_ipynb(path: str | os.PathLike) -> Path:
-    """The .ipynb paired with a notebook source (same name, outputs of the full run)."""
+    """The executed copy of a notebook source (same name, .ipynb: outputs of the full run)."""
     return Path(path).with_suffix(".ipynb")
+
+
+#: the columns of a claim row that a notebook shows (claims.json keeps every field)
+CLAIM_COLUMNS = ("claim", "measured", "threshold", "verdict")
+
+
+def claims_table(rows, columns=CLAIM_COLUMNS):
+    """A notebook's claim rows, compact: a pandas Styler of ``columns`` (claim, measured,
+    threshold, verdict) whose text wraps to the notebook's width, with a fixed id (the same
+    rows give the same HTML, so an executed notebook does not change between runs)."""
+    from qlib.claims import to_dataframe
+
+    df = to_dataframe(rows)
+    df = df[[c for c in columns if c in df]]
+    df.index = range(1, len(df) + 1)
+    return (df.style.set_uuid("claims")
+            .set_properties(**{"white-space": "normal", "text-align": "left", "vertical-align": "top"})
+            .set_table_styles([{"selector": "th", "props": [("text-align", "left")]}]))
 
 
 def read(path: str | os.PathLike):
@@ -76,6 +101,8 @@ def strip_machine_noise(nb) -> None:
     """Drop what differs between two runs of the same commit: widget state and views (random
     model ids; progress bars with timings), stderr streams, execution timings."""
     nb.metadata.pop("widgets", None)
+    nb.metadata.get("jupytext", {}).pop("formats", None)  # an executed copy pairs with nothing
+    nb.metadata["kernelspec"] = dict(KERNELSPEC)
     for cell in nb.cells:
         cell.metadata.pop("widgets", None)
         cell.metadata.pop("execution", None)
@@ -111,7 +138,8 @@ def execute(path: str | os.PathLike, *, smoke: bool, output: str | os.PathLike |
 
     ``smoke`` sets QLIB_SMOKE=1 for the kernel, and the kernel gets qlib's XLA flags
     (:func:`qlib.configure_xla`). ``output`` (optional) is where the executed notebook is
-    written as .ipynb. A failing cell raises ``CellExecutionError``.
+    written as .ipynb; a full run with an ``output`` publishes its figures (QLIB_PUBLISH=1),
+    any other run does not. A failing cell raises ``CellExecutionError``.
 
     The kernel talks to this process over IPC (Unix sockets in a private temporary folder), not
     TCP: nothing listens on a port, and the kernel has no reason to print its "running over TCP
@@ -141,7 +169,8 @@ def _execute(path: Path, nb, *, smoke, output, timeout, progress, extra_env, soc
             client.kc._qlib_sliced = True
 
     client.on_cell_start = patch_channels
-    env = {SMOKE_ENV: "1" if smoke else None, "XLA_FLAGS": xla_flags()} | (extra_env or {})
+    publish = "1" if output is not None and not smoke else None
+    env = {SMOKE_ENV: "1" if smoke else None, "XLA_FLAGS": xla_flags(), PUBLISH_ENV: publish} | (extra_env or {})
     with _env(**env):
         try:
             client.execute()

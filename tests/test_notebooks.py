@@ -1,8 +1,10 @@
-"""The notebooks: text sources paired with their executed .ipynb, and every one runs in smoke mode.
+"""The notebooks: text sources beside their executed .ipynb, every one runs in smoke mode, and
+running or opening them in JupyterLab changes no tracked file (docs/notebooks.md).
 
-Each notebook is a MyST Markdown file (the source) paired by jupytext with an .ipynb that keeps
-the outputs of the full run; a pair that drifts apart fails here. Smoke runs send figures and
-caches to a temporary folder, so the published figures are never overwritten by tiny runs.
+Each notebook is a MyST Markdown file (the notebook a user opens and runs) with an executed copy,
+an .ipynb that keeps the outputs of the full run (written by `make figures` only); a copy whose
+cells drift from the source fails here. Smoke runs send figures and caches to a temporary folder,
+so the published figures are never overwritten by tiny runs.
 Executing notebooks is slow: those tests carry ``@pytest.mark.slow`` (`pytest -m "not slow"`
 skips them; `make test` runs everything).
 """
@@ -36,18 +38,83 @@ def test_there_are_notebooks():
 
 @pytest.mark.parametrize("path", PATHS, ids=IDS)
 def test_text_source_and_ipynb_are_the_same_notebook(path):
-    """The committed .ipynb has exactly the cells of its .md source (jupytext pairing)."""
+    """The committed .ipynb has exactly the cells of its .md source; neither is paired with the
+    other (saving one in JupyterLab must not rewrite the other), and both carry the kernelspec
+    JupyterLab writes on opening (else opening marks them modified)."""
     ipynb = notebooks.paired_ipynb(path)
-    assert ipynb.exists(), f"{ipynb.name} is missing: run `make figures` (or jupytext --sync)"
-    assert _cells(notebooks.read(path)) == _cells(notebooks.read(ipynb))
-    assert notebooks.read(path).metadata["jupytext"]["formats"] == "ipynb,md:myst"
+    assert ipynb.exists(), f"{ipynb.name} is missing: run `make figures`"
+    src, copy = notebooks.read(path), notebooks.read(ipynb)
+    assert _cells(src) == _cells(copy)
+    for nb in (src, copy):
+        assert "formats" not in nb.metadata.get("jupytext", {}), "a jupytext pairing makes a save write both files"
+        assert nb.metadata["kernelspec"] == notebooks.KERNELSPEC
+
+
+def _contents_manager(root):
+    from jupyter_server.services.contents.filemanager import FileContentsManager
+    from jupytext.sync_contentsmanager import build_sync_jupytext_contents_manager_class
+
+    return build_sync_jupytext_contents_manager_class(FileContentsManager)(root_dir=str(root))
+
+
+@pytest.mark.parametrize("path", PATHS, ids=IDS)
+def test_running_in_jupyterlab_rewrites_nothing(path, tmp_path):
+    """What JupyterLab does to an opened, run and autosaved notebook, through jupytext's contents
+    manager: kernel metadata, outputs, execution counts and cell metadata added, then saved. The .md
+    comes back byte for byte and its executed copy is not touched."""
+    import shutil
+
+    for p in (path, notebooks.paired_ipynb(path)):
+        shutil.copy(p, tmp_path / p.name)
+    before = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
+    cm = _contents_manager(tmp_path)
+    nb = cm.get(path.name, content=True, type="notebook")["content"]
+    nb.metadata["kernelspec"] = dict(notebooks.KERNELSPEC)
+    nb.metadata["language_info"] = {"name": "python", "version": "3.11.7"}
+    nb.metadata["widgets"] = {"application/vnd.jupyter.widget-state+json": {"state": {}}}
+    for c in nb.cells:
+        if c.cell_type == "code":
+            c.outputs = [nbformat.v4.new_output("stream", text="typed by nobody")]
+            c.execution_count = 7
+            c.metadata["execution"] = {"iopub.status.idle": "2026-01-01T00:00:00Z"}
+            c.metadata["scrolled"] = True
+    cm.save({"type": "notebook", "format": "json", "content": nb}, path.name)
+    after = {p.name: p.read_bytes() for p in tmp_path.iterdir() if p.is_file()}
+    assert after == before
+
+
+def test_an_edit_is_saved(tmp_path):
+    """The round-trip test can fail: a typed cell changes the .md (and only the .md)."""
+    import shutil
+
+    shutil.copy(PATHS[0], tmp_path / PATHS[0].name)
+    cm = _contents_manager(tmp_path)
+    nb = cm.get(PATHS[0].name, content=True, type="notebook")["content"]
+    nb.cells.append(nbformat.v4.new_code_cell("1 + 1"))
+    cm.save({"type": "notebook", "format": "json", "content": nb}, PATHS[0].name)
+    assert (tmp_path / PATHS[0].name).read_text() != PATHS[0].read_text()
+    assert not (tmp_path / notebooks.paired_ipynb(PATHS[0]).name).exists()
+
+
+def test_make_lab_refuses_to_save_an_executed_copy():
+    import importlib.util
+
+    from tornado.web import HTTPError
+
+    spec = importlib.util.spec_from_file_location("hooks", notebooks.ROOT / ".jupyter" / "qlib_lab_hooks.py")
+    hooks = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(hooks)
+    with pytest.raises(HTTPError, match="make figures"):
+        hooks.refuse_executed_copies({}, "/notebooks/01_max_queue_length.ipynb", None)
+    hooks.refuse_executed_copies({}, "notebooks/01_max_queue_length.md", None)
+    hooks.refuse_executed_copies({}, "scratch/01_mine.ipynb", None)
 
 
 def test_drift_is_detected(tmp_path):
     """The pairing test can fail: one edited source line makes the pair differ."""
     src = PATHS[0].read_text()
     edited = tmp_path / PATHS[0].name
-    edited.write_text(src.replace("import numpy as np", "import numpy as np  # edited", 1))
+    edited.write_text(src.replace("import matplotlib.pyplot as plt", "import matplotlib.pyplot as plt  # edited", 1))
     assert _cells(notebooks.read(edited)) != _cells(notebooks.read(notebooks.paired_ipynb(PATHS[0])))
 
 

@@ -40,3 +40,46 @@ def test_figures_and_savefig_get_the_style(tmp_path, monkeypatch):
     plt.close(fig2)
     assert svg == svg2  # the hash salt is applied at save time: same figure, same file
 
+
+
+def _tiny_figure():
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots()
+    ax.plot([0, 1], [0, 1])
+    return fig
+
+
+def test_show_writes_figures_only_when_publishing(tmp_path, monkeypatch):
+    """Running a notebook never changes the repository: figures reach figures/ only under
+    QLIB_PUBLISH=1 (the runner of make figures), or the folder QLIB_FIGURES names."""
+    from qlib import config, plots
+
+    monkeypatch.delenv("QLIB_FIGURES", raising=False)
+    monkeypatch.delenv("QLIB_PUBLISH", raising=False)
+    monkeypatch.delenv("QLIB_SMOKE", raising=False)
+    published = config.ROOT / "figures"
+    before = {p: p.stat().st_mtime_ns for p in published.glob("*")}
+    assert plots.save_target() is None
+    plots.show(_tiny_figure(), "show_check")
+    assert {p: p.stat().st_mtime_ns for p in published.glob("*")} == before
+    monkeypatch.setenv("QLIB_FIGURES", str(tmp_path))
+    plots.show(_tiny_figure(), "show_check")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["show_check.png", "show_check.svg"]
+    monkeypatch.delenv("QLIB_FIGURES")
+    monkeypatch.setenv("QLIB_PUBLISH", "1")
+    assert plots.save_target() == published
+
+
+def test_smoke_figures_say_smoke(monkeypatch):
+    from qlib import plots
+
+    monkeypatch.delenv("QLIB_FIGURES", raising=False)
+    monkeypatch.delenv("QLIB_PUBLISH", raising=False)
+    fig = _tiny_figure()
+    monkeypatch.setenv("QLIB_SMOKE", "0")
+    plots.show(fig, "smoke_check")
+    assert not fig.texts
+    monkeypatch.setenv("QLIB_SMOKE", "1")
+    plots.show(fig, "smoke_check")
+    assert any("smoke run" in t.get_text() for t in fig.texts)

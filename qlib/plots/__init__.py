@@ -1,8 +1,13 @@
-"""Plotting: one ``savefig`` for every figure, and one module of plot functions per notebook.
+"""Plotting: one ``show`` for every notebook figure, and one module of plot functions per notebook.
 
 The house style (:data:`STYLE`) is applied only inside :func:`style`: around every
 ``*_figure`` function of the plot modules (:func:`style_figures`) and around :func:`savefig`.
 Importing qlib.plots leaves matplotlib's global ``rcParams`` alone.
+
+Where figures go (running a notebook never changes the repository): :func:`show` draws inline
+and writes ``figures/`` only when the runner of ``make figures`` sets ``QLIB_PUBLISH=1``; when
+``QLIB_FIGURES`` names a folder (the tests, ``--smoke``) it writes there; otherwise nowhere.
+In smoke mode every figure says "smoke" on it.
 """
 
 from __future__ import annotations
@@ -12,9 +17,14 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Callable, Iterator, MutableMapping
 
+import os
+
 import matplotlib
 
-from qlib.config import figures_dir
+from qlib.config import figures_dir, smoke_mode
+
+#: set to 1 by the runner of ``make figures`` (qlib.notebooks): only then does a figure reach figures/
+PUBLISH_ENV = "QLIB_PUBLISH"
 
 STYLE = {
     "figure.dpi": 110,
@@ -70,3 +80,49 @@ def savefig(fig, name: str, formats: tuple[str, ...] = ("png", "svg")) -> list[P
             fig.savefig(p, bbox_inches="tight", metadata=meta)
             out.append(p)
     return out
+
+
+def plain_log_ticks(ax, axis: str = "both") -> None:
+    """Log-axis tick labels as plain numbers (0.5, 2, 30; not "2×10⁰"), minor ticks labelled
+    only where an axis spans about a decade or less."""
+    from matplotlib.ticker import LogFormatter
+
+    class Plain(LogFormatter):
+        def _num_to_string(self, x, vmin, vmax):  # LogFormatter picks the ticks, %g writes them
+            return f"{x:g}"
+
+    for which in ("x", "y") if axis == "both" else (axis,):
+        a = ax.xaxis if which == "x" else ax.yaxis
+        if a.get_scale() == "log":
+            a.set_major_formatter(Plain(labelOnlyBase=False, minor_thresholds=(1, 0.4)))
+            a.set_minor_formatter(Plain(labelOnlyBase=False, minor_thresholds=(1, 0.4)))
+
+
+def save_target() -> Path | None:
+    """Where :func:`show` writes figures: ``$QLIB_FIGURES`` if set, ``figures/`` under
+    ``QLIB_PUBLISH=1``, else None (draw inline only: an interactive run writes nothing)."""
+    if os.environ.get("QLIB_FIGURES"):
+        return figures_dir()
+    if os.environ.get(PUBLISH_ENV, "").strip() == "1":
+        return figures_dir()
+    return None
+
+
+def mark_smoke(fig) -> None:
+    """Write "smoke run" across the figure's bottom edge, so it cannot pass for the published one."""
+    fig.text(0.995, 0.005, "smoke run (QLIB_SMOKE=1): tiny parameters, not the published figure",
+             ha="right", va="bottom", fontsize=7, color="tab:red", alpha=0.8)
+
+
+def show(fig, name: str) -> None:
+    """Display a notebook figure: marked "smoke" in smoke mode, saved (:func:`savefig`) only where
+    :func:`save_target` allows, then shown inline and closed (returns nothing, so a cell that
+    ends with it shows the figure only)."""
+    import matplotlib.pyplot as plt
+
+    if smoke_mode():
+        mark_smoke(fig)
+    if save_target() is not None:
+        savefig(fig, name)
+    plt.show()
+    plt.close(fig)

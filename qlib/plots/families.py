@@ -9,6 +9,8 @@ from __future__ import annotations
 import matplotlib.pyplot as plt
 import numpy as np
 
+from qlib.plots import plain_log_ticks
+
 from qlib.studies.families import FamiliesResult
 
 _MARKERS = "osD^vP<>X*"
@@ -19,13 +21,13 @@ def _err(y, lo, hi):
 
 
 def _label(f) -> str:
-    return f"{f.name}: α={f.alpha:g}, β={f.beta:g} (k={f.k}, γ={f.gamma:+.2f})"
+    return f"{f.name}: $\\alpha$={f.alpha:g}, $\\beta$={f.beta:g} ($k$={f.k}, $\\gamma$={f.gamma:+.2f})"
 
 
 def concentration_families_figure(result: FamiliesResult):
     """(f1) P(max = k) against n, one line per family, with 95% CIs (filled markers where the
     point is inside the hypotheses H0-H3, open outside); dashed: the 0.95 threshold."""
-    fig, ax = plt.subplots(figsize=(7.4, 4.6))
+    fig, ax = plt.subplots(figsize=(8.4, 4.4))
     for i, f in enumerate(result.families):
         p = np.array([f.p_k(j) for j in range(f.ns.size)])
         line = ax.errorbar(f.ns, p[:, 0], yerr=_err(p[:, 0], p[:, 1], p[:, 2]), marker=_MARKERS[i % 10], capsize=3,
@@ -34,10 +36,15 @@ def concentration_families_figure(result: FamiliesResult):
         if out:
             ax.scatter(f.ns[out], p[out, 0], s=90, facecolors="white", edgecolors=line[0].get_color(), zorder=4,
                        marker=_MARKERS[i % 10])
-    ax.axhline(result.parameters["claims"]["p_min"], color="k", ls=":", lw=1)
-    ax.set(xscale="log", xlabel="n", ylabel="P(max = k)", ylim=(-0.02, 1.02),
-           title="λ = 1 − n^−α, d = ⌊n^β⌋: fraction of time the longest queue is k (open: outside H0–H3)")
-    ax.legend(fontsize=7.5, loc="lower right")
+    p_min = result.parameters["claims"]["p_min"]
+    ax.axhline(p_min, color="k", ls=":", lw=1, label=f"pre-set threshold {p_min:g}")
+    ax.set(xscale="log", xlabel="$n$", ylabel=r"$P(\max = k)$", ylim=(-0.02, 1.02),
+           title="$\\lambda = 1 - n^{-\\alpha}$, $d = \\lfloor n^\\beta \\rfloor$: fraction of time the longest queue is $k$\n"
+                 "(open markers: outside the hypotheses H0–H3)")
+    ax.title.set_fontsize(9.5)
+    plain_log_ticks(ax)
+    ax.legend(fontsize=7.5, loc="center left", bbox_to_anchor=(1.01, 0.5))  # beside the data, never on it
+    fig.tight_layout()
     return fig
 
 
@@ -50,12 +57,12 @@ def family_map_figure(result: FamiliesResult):
     for j in (1, 2, 3):
         ax.plot(b, j * b, "k-", lw=0.8, alpha=0.6)
         bl = min(0.95 / j, 0.70)
-        ax.text(bl + 0.01, j * bl - 0.02, f"α/β = {j}", fontsize=7.5, ha="left", va="top")
+        ax.text(bl + 0.01, j * bl - 0.02, f"$\\alpha/\\beta = {j}$", fontsize=7.5, ha="left", va="top")
     for k in (2, 3):
         lo, hi = (k - 1) * b, k * b  # the band where ceil(alpha/beta) = k
         a = (1 + (k - 1) * b) / 2
         ok = (a >= lo) & (a <= hi) & (a <= 1)
-        ax.plot(b[ok], a[ok], "r--", lw=1.2, label="γ = 0 (k = 2, 3)" if k == 2 else None)
+        ax.plot(b[ok], a[ok], "r--", lw=1.2, label=r"$\gamma = 0$ ($k$ = 2, 3)" if k == 2 else None)
     sc = None
     for i, f in enumerate(result.families):
         pk = f.p_k(f.ns.size - 1)[0]
@@ -63,9 +70,11 @@ def family_map_figure(result: FamiliesResult):
                         marker=_MARKERS[i % 10], zorder=3)
         ax.annotate(f"{f.name} (n={int(f.ns[-1]):.0e})".replace("e+0", "e"), (f.beta, f.alpha),
                     textcoords="offset points", xytext=(6, 4), fontsize=8)
-    fig.colorbar(sc, ax=ax).set_label("P(max = k) at the family's largest n")
-    ax.set(xlim=(0.2, 0.75), ylim=(0.35, 1.0), xlabel="β (d = ⌊n^β⌋)", ylabel="α (1 − λ = n^−α)",
-           title="families over (α, β): γ = 1 − 2α + (k−1)β > 0 below the red line")
+    fig.colorbar(sc, ax=ax).set_label(r"$P(\max = k)$ at the family's largest $n$")
+    ax.set(xlim=(0.2, 0.75), ylim=(0.35, 1.0), xlabel=r"$\beta$ ($d = \lfloor n^\beta \rfloor$)",
+           ylabel=r"$\alpha$ ($1 - \lambda = n^{-\alpha}$)",
+           title=r"families over $(\alpha, \beta)$: $\gamma = 1 - 2\alpha + (k-1)\beta > 0$ below the red line")
+    ax.title.set_fontsize(9.5)
     ax.legend(fontsize=8, loc="lower right")
     return fig
 
@@ -84,13 +93,16 @@ def buffer_figure(result: FamiliesResult):
                     marker=_MARKERS[i % 10], capsize=3, ls="-", label=_label(f))
         sd = f.sd.sd.mean(axis=1) * (1 - f.est.lam)
         ax2.plot(x, sd, marker=_MARKERS[i % 10], ls="-", label=f.name)
-    ax.set(xscale="log", yscale="log", xlabel="buffer / excursion = n (1−λ)² d^(k−1)", ylabel="P(max ≠ k)",
-           title="the maximum leaves k less often as the buffer grows")
+    xlabel = r"buffer / excursion $= n (1-\lambda)^2 d^{k-1}$"
+    ax.set(xscale="log", yscale="log", xlabel=xlabel, ylabel=r"$P(\max \neq k)$",
+           title="the maximum leaves $k$ less often as the buffer grows")
     ax.legend(fontsize=7)
     ax2.axhline(1.0, color="k", ls=":", lw=1)
-    ax2.set(xscale="log", yscale="log", xlabel="buffer / excursion = n (1−λ)² d^(k−1)",
-            ylabel="SD(N) · (1−λ)", title="SD of the number of customers, in units of 1/(1−λ)")
+    ax2.set(xscale="log", yscale="log", xlabel=xlabel, ylabel=r"SD$(N) \cdot (1-\lambda)$",
+            title=r"SD of the number of customers, in units of $1/(1-\lambda)$")
     ax2.legend(fontsize=8)
+    for a in (ax, ax2):
+        plain_log_ticks(a)
     fig.tight_layout()
     return fig
 

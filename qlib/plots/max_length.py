@@ -44,27 +44,35 @@ def regime_map_figure(result: MaxLengthResult):
     """(a) Predicted k over (1-lam, d) with the boundaries (1-lam) d^j = 1 (solid) and the regime
     edges (1-lam) d^(k-1) = 0.1 (dotted); markers: every simulated point, coloured by the
     measured fraction of time the maximum equals k (n in the label)."""
-    fig, ax = plt.subplots(figsize=(7.4, 5.2))
+    fig, ax = plt.subplots(figsize=(7.4, 5.4))
     pc = _k_map(ax, (1e-4 / 1.5, 0.2), (2, 2000))
-    cb = fig.colorbar(pc, ax=ax, ticks=range(1, 9))
-    cb.set_label("predicted k = ceil(log(1/(1-lam)) / log d)")
-    sets = [("max", "o", "maximum rows"), ("sweep", "s", "profile sweep (d = 100)"),
+    sets = [("max", "o", "maximum rows"), ("sweep", "s", "profile sweep ($d = 100$)"),
             ("boundary", "D", "boundary and control"), ("profile", "^", "profile row"),
-            ("family", "v", "paper's family lam = 1 - n^-0.75, d = n^0.5"),
-            ("finite_n", "P", "finite-n tail (lam = 0.999, d = 100)")]
-    sc = None
+            (r"family", "v", r"paper's family $\lambda = 1 - n^{-0.75}$, $d = n^{0.5}$"),
+            ("finite_n", "P", r"finite-$n$ tail ($\lambda = 0.999$, $d = 100$)")]
+    sc, labels = None, {}
     for name, marker, label in sets:
         e: Estimates = getattr(result, name)
         f = np.array([e.max_dist[j, int(e.k[j])] for j in range(e.n.size)])
         sc = ax.scatter(1 - e.lam, e.d, c=f, cmap="RdYlGn", vmin=0, vmax=1, marker=marker, s=80,
                         edgecolors="k", zorder=3, label=label)
-        for j in range(e.n.size):
-            ax.annotate(f"n={int(e.n[j]):.0e}".replace("e+0", "e"), (1 - e.lam[j], e.d[j]), xytext=(4, 3),
-                        textcoords="offset points", fontsize=6)
-    fig.colorbar(sc, ax=ax, label="measured P(max queue length = k)", location="left", pad=0.12)
-    ax.set(xscale="log", yscale="log", xlabel="1 - lam", ylabel="d (sampled queues)",
-           title="Where k is predicted, where we measured, and how often max = k")
+        for j in range(e.n.size):  # one label per position: points that share it list their n together
+            key = (round(float(1 - e.lam[j]), 12), int(e.d[j]))
+            labels.setdefault(key, []).append(f"{int(e.n[j]):.0e}".replace("e+0", "e"))
+    row = {}  # labels of points at the same d alternate above and below, so neighbours do not overprint
+    for (x, y), ns in sorted(labels.items(), key=lambda kv: (kv[0][1], kv[0][0])):
+        up = row.setdefault(y, 0) % 2 == 0
+        row[y] += 1
+        ax.annotate("n = " + ", ".join(dict.fromkeys(ns)), (x, y), xytext=(5, 6 if up else -13),
+                    textcoords="offset points", fontsize=6.5,
+                    bbox=dict(boxstyle="round,pad=0.15", fc="white", ec="none", alpha=0.7))
+    ax.set(xscale="log", yscale="log", xlabel=r"$1-\lambda$", ylabel="$d$ (sampled queues)",
+           title="Where $k$ is predicted, where we measured,\nand how often the maximum is $k$")
+    ax.title.set_fontsize(10)
     ax.invert_xaxis()
+    cb = fig.colorbar(pc, ax=ax, ticks=range(1, 9), pad=0.02, fraction=0.05)
+    cb.set_label(r"predicted $k = \lceil \log\frac{1}{1-\lambda} / \log d \rceil$")
+    fig.colorbar(sc, ax=ax, label=r"measured $P(\max = k)$", location="left", pad=0.17, fraction=0.05)
     ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.13), ncol=2, fontsize=7)
     return fig
 
@@ -83,12 +91,12 @@ def _profile_panel(ax, e: Estimates, j: int, title: str):
     fl = s[:-1] - s[1:]
     y = np.maximum(e.p[j, : L + 1], 1e-9)
     err = _yerr(y, e.p_low[j, : L + 1], e.p_high[j, : L + 1])
-    ax.errorbar(i, y, yerr=err, fmt="o", color="C3", ms=4, capsize=3, label=f"simulation, n = {int(e.n[j])} (95% CI)")
-    ax.plot(i, np.maximum(fl, 1e-300), "k_", ms=16, mew=2, label="fluid fixed point (n -> oo)")
+    ax.errorbar(i, y, yerr=err, fmt="o", color="C3", ms=4, capsize=3, label="simulation (95% CI)")
+    ax.plot(i, np.maximum(fl, 1e-300), "k_", ms=16, mew=2, label=r"fluid fixed point ($n \to \infty$)")
     a = asymptotic_profile(d, lam)
     ax.plot(np.arange(a.size), a, "s", mfc="none", mec="tab:green", ms=8, mew=1.4, label="asymptotic formulas")
     ax.axvline(k, color="grey", ls=":", lw=1)
-    ax.set(yscale="log", ylim=(1e-5, 1.5), xticks=i, xlabel="queue length i")
+    ax.set(yscale="log", ylim=(1e-5, 1.5), xticks=i, xlabel="queue length $i$")
     ax.set_title(title, fontsize=8)
 
 
@@ -96,19 +104,23 @@ def profiles_figure(result: MaxLengthResult):
     """(b) The fraction of queues at each length: the sweep at d = 100 as (1-lam) d -> 0 (first
     panels), the k = 3 profile point, and the boundary case."""
     sw = result.sweep
-    panels = [(sw, j, f"n={int(sw.n[j])}, d={int(sw.d[j])}, 1-lam={1 - sw.lam[j]:.1g}: (1-lam)d = {(1 - sw.lam[j]) * sw.d[j]:.2g}")
+    def where(e, j):
+        return f"$n = {int(e.n[j])}$, $d = {int(e.d[j])}$, $1-\\lambda = {1 - e.lam[j]:.1g}$"
+
+    panels = [(sw, j, f"{where(sw, j)}: $(1-\\lambda)d = {(1 - sw.lam[j]) * sw.d[j]:.2g}$")
               for j in range(sw.n.size)]
     pr, bd = result.profile, result.boundary
-    panels.append((pr, 0, f"k = 3: d={int(pr.d[0])}, 1-lam={1 - pr.lam[0]:.1g}"))
-    panels.append((bd, 0, f"boundary: d={int(bd.d[0])}, 1-lam={1 - bd.lam[0]:.1g}"))
-    cols = 3
+    panels.append((pr, 0, f"$k = 3$: {where(pr, 0)}"))
+    panels.append((bd, 0, f"boundary: {where(bd, 0)}"))
+    cols = 2 if len(panels) % 2 == 0 and len(panels) % 3 else 3  # no empty slot where avoidable
     rows = math.ceil(len(panels) / cols)
     fig, axes = plt.subplots(rows, cols, figsize=(4.0 * cols, 3.2 * rows), squeeze=False)
     for ax, (e, j, t) in zip(axes.flat, panels):
         _profile_panel(ax, e, j, t)
     for ax in list(axes.flat)[len(panels):]:
         ax.set_axis_off()
-    axes[0][0].set_ylabel("fraction of queues with length exactly i")
+    for row in axes:
+        row[0].set_ylabel("fraction with length exactly $i$")
     axes[0][0].legend(fontsize=6, loc="lower left")
     fig.tight_layout()
     return fig
@@ -127,8 +139,8 @@ def concentration_figure(result: MaxLengthResult):
     pk = np.array([e.p[j, int(e.k[j])] for j in range(e.n.size)])
     ax.plot(e.n, pk, "s--", color="C2", label="fraction of queues at k")
     ax.set(xscale="log", ylim=(-0.02, 1.05), xlabel="n (queues)", ylabel="fraction",
-           title=f"Along lam = 1 - n^-{result.parameters['family']['alpha']:g}, d = floor(n^"
-                 f"{result.parameters['family']['beta']:g}) (k = {sorted(set(int(x) for x in e.k))})")
+           title=f"Along $\\lambda = 1 - n^{{-{result.parameters['family']['alpha']:g}}}$, $d = \\lfloor n^{{"
+                 f"{result.parameters['family']['beta']:g}}}\\rfloor$ ($k$ = {sorted(set(int(x) for x in e.k))})")
     ax.title.set_fontsize(9)
     ax.legend(fontsize=7)
     return fig
@@ -160,7 +172,7 @@ def finite_n_figure(result: MaxLengthResult):
     ax.errorbar([n_sh * 1.15], [sh.mean()], yerr=[1.96 * sh.std(ddof=1) / math.sqrt(sh.size)], fmt="x", color="k",
                 ms=8, capsize=3, label=f"{float(result.finite_n_short['taus']):g} τ from the fluid point (old protocol)")
     ax.set(xscale="log", yscale="log", xlabel="n (queues)", ylabel="E[u_3]/n ÷ fluid s_3",
-           title=f"Finite-n tail at length 3 (lam = {float(fn.lam[0])}, d = {int(fn.d[0])})")
+           title=f"Finite-$n$ tail at length 3 ($\\lambda$ = {float(fn.lam[0]):.6g}, $d$ = {int(fn.d[0])})")
     ax.legend(fontsize=7)
     return fig
 
@@ -179,7 +191,7 @@ def from_empty_figure(data: FromEmptyRun, n: int, d: int, lam: float):
     ax.plot([], [], "k--", lw=1, label="fluid ODE from empty")
     ax.set_xlabel(f"time in relaxation times τ = {tau:.1f} (mean service times)")
     ax.set_ylabel("fraction of queues with length >= i")
-    ax.set_title(f"From empty to equilibrium (n = {n:g}, d = {d}, lam = {lam})", fontsize=10)
+    ax.set_title(f"From empty to equilibrium ($n$ = {n:g}, $d$ = {d}, $\\lambda$ = {float(lam):.6g})", fontsize=10)
     ax.legend(fontsize=7, ncol=2)
     return fig
 
@@ -197,7 +209,7 @@ def profile_view_figure(view: ProfileView, sim: InteractiveRun | None = None):
                     label=f"simulation ({sim.taus:.1f} τ after {sim.burn_taus:.1f} τ burn-in)")
     ax.axvline(view.k, color="grey", ls=":")
     ax.set(yscale="log", ylim=(1e-6, 1.5), xlabel="queue length i", ylabel="fraction of queues with length i")
-    ax.set_title(f"lam = {view.lam:.6g}, d = {view.d}: k = {view.k}, fluid max at n: {view.fluid_max}, "
+    ax.set_title(f"λ = {view.lam:.6g}, d = {view.d}: k = {view.k}, fluid max at n: {view.fluid_max}, "
                  f"τ = {view.tau:.3g}", fontsize=9)
     ax.legend(fontsize=7)
     return fig

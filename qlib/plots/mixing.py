@@ -88,11 +88,13 @@ def lower_bound_figure(result: MixingResult):
         ax.plot(x, lo.p_good[j] - lo.pi_A[j], "-", color=f"C{j}", label=f"n = {int(lo.n[j])}, displaced good start")
         ax.plot(x, lo.p_stationary[j] - lo.pi_A[j], ":", color=f"C{j}", label=f"n = {int(lo.n[j])}, stationary start")
     ax.axhline(thr, color="grey", lw=1, label="1/4")
-    ax.axvline(0.2, color="k", lw=1, ls="--", label="0.2 n (λd)^(k-1)")
-    ax.set(xscale="log", ylim=(-0.15, 0.55), xlabel="t / (n (λd)^(k-1))", ylabel="P_t(A) - π(A)  (≤ d_TV)",
-           title="(c) lower bound: from a good start the chain needs a time of order n(λd)^(k-1)")
+    ax.axvline(0.2, color="k", lw=1, ls="--", label=r"$0.2\, n (\lambda d)^{k-1}$")
+    ax.set(xscale="log", ylim=(-0.15, 0.55), xlabel=r"$t \,/\, n (\lambda d)^{k-1}$",
+           ylabel=r"$P_t(A) - \pi(A)$  ($\leq d_{TV}$)",
+           title=r"(c) lower bound: from a good start the chain needs a time of order $n(\lambda d)^{k-1}$")
     ax.title.set_fontsize(9)
-    ax.legend(fontsize=6, ncol=2)
+    ax.legend(fontsize=7, ncol=2, loc="upper center", bbox_to_anchor=(0.5, -0.16))  # below the axes, off the curves
+    fig.tight_layout()
     return fig
 
 

@@ -11,6 +11,8 @@ from __future__ import annotations
 import matplotlib.pyplot as plt
 import numpy as np
 
+from qlib.plots import plain_log_ticks
+
 from qlib import stats
 from qlib.studies.perfect import PerfectResult
 
@@ -21,17 +23,27 @@ def coalescence_figure(result: PerfectResult):
     c = result.cost
     fig, ax = plt.subplots(figsize=(6.4, 4.2))
     unit = (c.tau * (1 + c.lam) * c.n)[:, None]
+    data = []
     for i, lam in enumerate(np.unique(c.lam)):
         sel = c.lam == lam
         for T, style, lab in ((c.coalescence, "o-", "from the past (perfect sample)"),
                               (c.forward, "s--", "forward meeting (burn-in certificate)")):
             est = stats.replica_mean(np.asarray(T, float)[sel] / unit[sel], axis=1)
             ax.errorbar(c.n[sel], est.mean, yerr=est.halfwidth(), fmt=style, color=f"C{i}", capsize=3,
-                        label=f"λ = {lam:g}: {lab}")
-        ax.plot(c.n[sel], (c.n * c.capacity)[sel] / unit[sel, 0], ":", color=f"C{i}", label=f"λ = {lam:g}: floor n L")
-    ax.set(xscale="log", yscale="log", xlabel=f"n (queues); d = {int(c.d[0])}, L = k + 3",
-           ylabel="steps / ((1+λ) n τ)", title="(a) cost of an exact sample, in relaxation times")
-    ax.legend(fontsize=7)
+                        label=f"$\\lambda$ = {lam:g}: {lab}")
+            data.append(est.mean)
+    data = np.concatenate(data)
+    low, high = data.min() / 2, data.max() * 2  # the axis is the data's: the floor may lie below it
+    floor = (c.n * c.capacity) / unit[:, 0]
+    for i, lam in enumerate(np.unique(c.lam)):
+        sel = c.lam == lam
+        below = " (below the axis)" if floor[sel].max() < low else ""
+        ax.plot(c.n[sel], floor[sel], ":", color=f"C{i}", label=f"$\\lambda$ = {lam:g}: floor $nL${below}")
+    ax.set(xscale="log", yscale="log", ylim=(low, high), xlabel=f"$n$ (queues); $d$ = {int(c.d[0])}, $L = k + 3$",
+           ylabel=r"steps / $(1+\lambda) n \tau$", title="(a) cost of an exact sample, in relaxation times")
+    plain_log_ticks(ax)
+    ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=2)
+    fig.tight_layout()
     return fig
 
 

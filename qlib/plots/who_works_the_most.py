@@ -8,6 +8,8 @@ from __future__ import annotations
 import matplotlib.pyplot as plt
 import numpy as np
 
+from qlib.plots import plain_log_ticks
+
 from qlib.studies.who_works_the_most import FAMILIES, ClaimsGrid, Profile, profile
 from qlib.heterogeneous.simulate import SimulationResult
 
@@ -18,17 +20,19 @@ def busy_and_work_figure(profiles: list[Profile], sims: list[SimulationResult | 
     sims = sims if sims is not None else [None] * len(profiles)
     for i, (p, s) in enumerate(zip(profiles, sims)):
         col = f"C{i}"
-        a1.plot(p.mus, p.busy, "-", color=col, label=f"exact, rho = {p.rho:g}")
-        a2.plot(p.mus, p.work, "-", color=col, label=f"exact, rho = {p.rho:g}")
+        a1.plot(p.mus, p.busy, "-", color=col, label=f"exact, $\\rho$ = {p.rho:g}")
+        a2.plot(p.mus, p.work, "-", color=col, label=f"exact, $\\rho$ = {p.rho:g}")
         if s is not None and s.replicas >= 2:
             for ax, name in ((a1, "busy_fraction"), (a2, "throughput")):
                 est = s.estimate(name)
                 ax.errorbar(s.mus, est.mean, yerr=est.halfwidth(), fmt="o", ms=4, color=col, capsize=2,
                             label="simulated ± 95% CI" if (i == 0 and ax is a1) else None)
-    a1.set(xscale="log", xlabel="service rate mu_j", ylabel="P_j = P(server j busy)",
+    a1.set(xscale="log", xlabel=r"service rate $\mu_j$", ylabel=r"$P_j = P(\mathrm{server}\ j\ \mathrm{busy})$",
            title="the faster a server, the less often it is busy")
-    a2.set(xscale="log", yscale="log", xlabel="service rate mu_j", ylabel="mu_j P_j (completions per unit time)",
-           title="... yet the faster it is, the more it works")
+    a2.set(xscale="log", yscale="log", xlabel=r"service rate $\mu_j$",
+           ylabel=r"$\mu_j P_j$ (completions per unit time)", title="... yet the faster it is, the more it works")
+    for a in (a1, a2):
+        plain_log_ticks(a)
     a1.legend(fontsize=8)
     fig.tight_layout()
     return fig
@@ -109,7 +113,7 @@ def grid_figure(grid: ClaimsGrid):
     load, one line per n (all > 0; log scale, so a violation would fall off the bottom). This
     checks the numerics of the product form, not the claims: every product form whose weights
     depend only on |S| has these signs (docs/models.md#cabral-identities)."""
-    fig, axes = plt.subplots(1, 3, figsize=(13, 3.8), sharey=True)
+    fig, axes = plt.subplots(1, 3, figsize=(12, 4.2), sharey=True, layout="constrained")
     ns = sorted(set(int(n) for n in grid.n))
     cmap = plt.get_cmap("viridis")
     for f, ax in enumerate(axes):
@@ -120,14 +124,21 @@ def grid_figure(grid: ClaimsGrid):
                 continue
             m = np.minimum(grid.min_rel1[sel], grid.min_rel2[sel])
             ax.plot(grid.rho[sel], m, "o-", ms=3, color=cmap(i / max(1, len(ns) - 1)), label=f"n = {n}")
-        ax.set(xscale="log", yscale="log", xlabel="load rho = lam / sum(mu)", title=f"rates: {FAMILIES[f]}")
+        ax.set(xscale="log", yscale="log", xlabel=r"load $\rho = \lambda \,/\, \Sigma_j\, \mu_j$", title=f"rates: {FAMILIES[f]}")
     axes[0].set_ylabel("smallest relative margin of claims 1 and 2")
-    axes[-1].legend(fontsize=6, ncol=2)
+    # one colour scale for n instead of a legend per line: legible at notebook width
+    from matplotlib.colors import BoundaryNorm
+    from matplotlib.cm import ScalarMappable
+
+    norm = BoundaryNorm(np.arange(len(ns) + 1) - 0.5, max(2, len(ns)))
+    sm = ScalarMappable(norm=norm, cmap=cmap.resampled(max(2, len(ns))))
+    cb = fig.colorbar(sm, ax=axes, ticks=range(len(ns)), fraction=0.03)
+    cb.ax.set_yticklabels([str(n) for n in ns], fontsize=8)
+    cb.set_label("servers $n$")
     fig.suptitle(f"The closed form over a grid (a check of the numerics, not of the claims): "
                  f"{int(grid.pairs.sum())} adjacent pairs at {grid.n.size} points, "
                  f"{int(grid.violations1.sum() + grid.violations2.sum())} violations of claims 1 and 2",
                  fontsize=10)
-    fig.tight_layout()
     return fig
 
 

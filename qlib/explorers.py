@@ -1,0 +1,626 @@
+"""The notebooks' slider explorers: theory that redraws at once, figures updated in place.
+
+A slider change recomputes theory in NumPy (no JAX compile per value: the 1/n and 1/n^2 terms
+of the refined mean field from closed-form derivatives, :func:`refined_profile`), moves the
+existing artists of one figure (``set_data``), and sends the figure to an ``ipywidgets.Image``
+(:class:`Canvas`): no new figure, no cleared output. Sliders update on release
+(``continuous_update=False``), so a drag costs one redraw. A "simulate" button runs the study's
+short simulation, with its progress shown, and overlays it.
+
+The functions are the unit-tested part (tests/test_explorers.py checks them against
+:func:`qlib.studies.max_length.profile_view` and :func:`qlib.supermarket.refined_mean_field`);
+the classes wire them to widgets.
+"""
+
+from __future__ import annotations
+
+import io
+import math
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.linalg import solve_continuous_lyapunov
+
+from qlib import _validate as V
+from qlib.supermarket.refined import _levels_for, _second_order
+from qlib.supermarket.theory import (
+    asymptotic_profile,
+    boundary_distance,
+    fluid_fixed_point,
+    predicted_max_length,
+)
+
+
+# --------------------------------------------------------------------------- theory (NumPy)
+
+
+def _falling(d: int, k: int) -> float:
+    """d (d-1) ... (d-k+1): the k-th derivative of x^d is this times x^(d-k)."""
+    return float(math.prod(range(d - k + 1, d + 1))) if k <= d else 0.0
+
+
+def _power_derivative(x: np.ndarray, d: int, k: int) -> np.ndarray:
+    """d^k/dx^k x^d, exact at x = 0 (zero beyond the d-th derivative)."""
+    c = _falling(d, k)
+    return np.zeros_like(x) if c == 0.0 else c * x ** (d - k)
+
+
+def pure_derivatives(x: np.ndarray, lam: float, d: int, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """k-th pure derivatives of the fluid drift and of the noise at ``x`` (levels 1..L).
+
+    f_i = lam (x_{i-1}^d - x_i^d) - (x_i - x_{i+1}) and Q_ii = lam (x_{i-1}^d - x_i^d) + (x_i -
+    x_{i+1}), x_0 = 1, x_{L+1} = 0 (sampling with replacement): each depends on x_{i-1}, x_i,
+    x_{i+1} separately, so M[i, j] = d^k (.)_i / dx_j^k holds every derivative of order k.
+    Returns (F_k, Q_k), each (L, L).
+    """
+    L = x.size
+    gk = lam * _power_derivative(np.asarray(x, float), d, k)
+    lin = 1.0 if k == 1 else 0.0
+    F, Q = np.zeros((L, L)), np.zeros((L, L))
+    i = np.arange(L)
+    F[i, i] = -gk - lin
+    Q[i, i] = -gk + lin
+    F[i[1:], i[:-1]] = gk[:-1]  # f_i depends on x_{i-1} through the arrivals at length i-1
+    Q[i[1:], i[:-1]] = gk[:-1]
+    F[i[:-1], i[1:]] = lin
+    Q[i[:-1], i[1:]] = -lin
+    return F, Q
+
+
+@dataclass(frozen=True)
+class RefinedProfile:
+    """Fluid fixed point ``s`` (levels 0..L, s_0 = 1), its 1/n and 1/n^2 terms ``v`` and ``a``
+    (E[u_i]/n = s_i + v_i/n + a_i/n^2 + ...) and the relaxation time ``tau`` (model time)."""
+
+    d: int
+    lam: float
+    s: np.ndarray
+    v: np.ndarray
+    a: np.ndarray
+    tau: float
+
+    def tail_fraction(self, n: int) -> np.ndarray:
+        """The refined E[u_i]/n at n queues, clipped to [0, 1] (i = 0..L)."""
+        return np.clip(self.s + self.v / n + self.a / n**2, 0.0, 1.0)
+
+
+def refined_profile(d: int, lam: float, levels: int | None = None) -> RefinedProfile:
+    """The order-2 refined mean field (sampling with replacement) in NumPy: the numbers of
+    ``qlib.supermarket.refined_mean_field(d, lam, levels, order=2)`` without a compile per d.
+
+    Args:
+        d: choices per arrival, an integer >= 2.
+        lam: arrival rate per queue, in (0, 1).
+        levels: the truncation L (default: where the fluid fixed point falls below 1e-30).
+    Returns:
+        A :class:`RefinedProfile`.
+    """
+    d = V.integer("d", d, low=2)
+    lam = V.real("lam", lam, low=0.0, high=1.0)
+    if not 0.0 < lam < 1.0:
+        raise ValueError(f"lam must be in (0, 1); got {lam}")
+    L = _levels_for(d, lam) if levels is None else V.integer("levels", levels, low=1)
+    s = fluid_fixed_point(d, lam, L)
+    x = s[1:]
+    der = {}
+    for k in (1, 2, 3, 4):
+        der[f"F{k}"], Qk = pure_derivatives(x, lam, d, k)
+        if k <= 2:
+            der[f"Q{k}x"] = Qk
+    A = der["F1"]
+    full = np.concatenate([[1.0], x, [0.0]])
+    g = full**d
+    up, down = lam * (g[:-2] - g[1:-1]), full[1:-1] - full[2:]
+    q = up + down
+    W = solve_continuous_lyapunov(A, -np.diag(q))
+    W = (W + W.T) / 2
+    Vc = -np.linalg.solve(A, 0.5 * der["F2"] @ np.diag(W))
+    zL, zLL = np.zeros(L), np.zeros((L, L))
+    der.update(q=q, r=up - down, f1=zL, Df1=zLL, D2f1=zLL, f2=zL, q1=zL)
+    A2 = _second_order(A, W, Vc, der)["A2"]
+    tau = float(1.0 / np.min(np.abs(np.linalg.eigvals(A).real)))
+    return RefinedProfile(
+        d=d, lam=lam, s=s, v=np.concatenate([[0.0], Vc]), a=np.concatenate([[0.0], A2]), tau=tau
+    )
+
+
+def fluid_max_length(n: int, d: int, lam: float) -> int:
+    """The largest i with n s_i >= 1/2 (as :func:`qlib.studies.max_length.fluid_max_length`)."""
+    L = 4
+    while True:
+        s = fluid_fixed_point(d, lam, L)
+        if n * s[-1] < 0.5:
+            return int(np.nonzero(n * s >= 0.5)[0][-1])
+        L *= 2
+
+
+@dataclass(frozen=True)
+class ProfileView:
+    """What notebook 01's sliders show for (1-lam, d, n) (the fields of
+    ``qlib.studies.max_length.ProfileView``): arrays over ``levels`` (L+1,) of the fraction of
+    queues with length exactly i, ``fluid``, ``refined`` (1/n and 1/n^2 terms at this n) and
+    ``asymptotic`` (NaN beyond the formulas)."""
+
+    lam: float
+    d: int
+    n: int
+    k: int
+    boundary_distance: float
+    fluid_max: int
+    tau: float
+    levels: np.ndarray
+    fluid: np.ndarray
+    refined: np.ndarray
+    asymptotic: np.ndarray
+
+
+def _exact(tail: np.ndarray) -> np.ndarray:
+    return tail - np.append(tail[1:], 0.0)
+
+
+def profile_view(one_minus_lam: float, d: int, n: int) -> ProfileView:
+    """The slider panel's theory for (1-lam, d, n), the values of
+    ``qlib.studies.max_length.profile_view`` in NumPy (a few ms, no compile)."""
+    eps = V.real("one_minus_lam", one_minus_lam, low=0.0, high=1.0)
+    d = V.integer("d", d, low=2)
+    n = V.integer("n", n, low=1)
+    lam = 1.0 - eps
+    r = refined_profile(d, lam)
+    k = int(predicted_max_length(d, lam))
+    L = max(k + 2, int(np.nonzero(r.s > 1e-12)[0][-1]) + 2)
+    L = min(L, r.s.size - 1)
+    asym = np.full(L + 1, np.nan)
+    a = asymptotic_profile(d, lam)
+    m = min(a.size, L + 1)
+    asym[:m] = a[:m]
+    return ProfileView(
+        lam=lam,
+        d=d,
+        n=n,
+        k=k,
+        boundary_distance=boundary_distance(d, lam),
+        fluid_max=fluid_max_length(n, d, lam),
+        tau=r.tau,
+        levels=np.arange(L + 1),
+        fluid=_exact(r.s)[: L + 1],
+        refined=_exact(r.tail_fraction(n))[: L + 1],
+        asymptotic=asym,
+    )
+
+
+def mixing_scales(n: int, d: int, lam: float) -> dict[str, float]:
+    """Notebook 02's theory lines, in steps of the jump chain ((1+lam) n steps per unit time):
+    the lower bound's scale n (lam d)^(k-1), the upper bound's k d^(k-1) n ln n, and the drain
+    time (1+lam) n/(1-lam) of a start with the wrong number of customers."""
+    k = int(predicted_max_length(d, lam))
+    return {
+        "k": k,
+        "lower": n * (lam * d) ** (k - 1),
+        "upper": k * d ** (k - 1) * n * math.log(n),
+        "drain": (1 + lam) * n / (1 - lam),
+    }
+
+
+# --------------------------------------------------------------------------- widgets
+
+
+def fmt(x: float, digits: int = 4) -> str:
+    """A parameter for a title: ``digits`` significant digits, no float noise (0.91, not
+    0.9099999999999999)."""
+    return f"{float(x):.{digits}g}"
+
+
+def new_figure(figsize: tuple[float, float], ncols: int = 1, dpi: int = 90):
+    """A figure on its own Agg canvas, outside pyplot (never shown twice, never closed by it),
+    and its axes."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=figsize, dpi=dpi)
+    FigureCanvasAgg(fig)
+    return fig, fig.subplots(1, ncols)
+
+
+class Canvas:
+    """One matplotlib figure shown as an ``ipywidgets.Image`` and redrawn in place.
+
+    Callers change the artists, then :meth:`draw`. The ``animated`` artists (what a slider moves:
+    lines, markers, a title text) are drawn over a cached background of the rest (axes, ticks,
+    labels, legend: the costly text layout), which is redrawn only when it changes (limits,
+    titles, legend texts). The PNG goes to the same widget.
+    """
+
+    def __init__(self, fig, animated=()):
+        import ipywidgets as W
+
+        self.fig, self.animated = fig, list(animated)
+        for a in self.animated:
+            a.set_animated(True)
+        self._bg, self._key = None, None
+        self.widget = W.Image(format="png")
+        self.draw()
+
+    def _static_key(self):
+        key = []
+        for ax in self.fig.axes:
+            leg = ax.get_legend()
+            key.append(
+                (
+                    tuple(ax.get_xlim()),
+                    tuple(ax.get_ylim()),
+                    ax.get_title(),
+                    tuple(t.get_text() for t in leg.get_texts()) if leg else (),
+                )
+            )
+        return tuple(key)
+
+    def png(self) -> bytes:
+        from PIL import Image
+
+        c = self.fig.canvas
+        key = self._static_key()
+        if self._bg is None or key != self._key:
+            c.draw()  # everything but the animated artists
+            self._bg, self._key = c.copy_from_bbox(self.fig.bbox), key
+        else:
+            c.restore_region(self._bg)
+        for a in self.animated:
+            if a.get_visible():
+                self.fig.draw_artist(a)
+        w, h = c.get_width_height(physical=True)
+        buf = io.BytesIO()
+        Image.frombuffer("RGBA", (w, h), c.buffer_rgba()).save(buf, format="png", compress_level=1)
+        return buf.getvalue()
+
+    def draw(self) -> None:
+        self.widget.value = self.png()
+
+
+def _title(ax, fontsize: float = 9):
+    """A title that a slider changes: an animated text where the (blank, static) title sits."""
+    ax.set_title(" ", fontsize=fontsize)
+    return ax.text(0.5, 1.02, "", transform=ax.transAxes, ha="center", va="bottom", fontsize=fontsize)
+
+
+def _slider_kw() -> dict:
+    return dict(continuous_update=False, style={"description_width": "initial"})
+
+
+class ProfileExplorer:
+    """Notebook 01: sliders for 1-lam, d, n redraw the fluid, refined and asymptotic profiles
+    (:func:`profile_view`); "simulate" overlays ``study.interactive_run`` at the sliders' values.
+
+    ``simulate``: a callable (one_minus_lam, d, n) -> an InteractiveRun-like result (``p``,
+    ``p_se``, ``taus``, ``burn_taus``), e.g. ``qlib.studies.max_length.interactive_run``.
+    """
+
+    def __init__(self, simulate=None, one_minus_lam: float = 1e-2, d: int = 10, n: float = 1e4):
+        import ipywidgets as W
+
+        from qlib.plots import style
+
+        self.simulate_fn = simulate
+        self.eps = W.FloatLogSlider(
+            value=one_minus_lam,
+            base=10,
+            min=-4,
+            max=-1,
+            step=0.05,
+            description="1 − λ",
+            readout_format=".2g",
+            **_slider_kw(),
+        )
+        self.d = W.IntSlider(value=d, min=2, max=1000, description="d", **_slider_kw())
+        self.n = W.FloatLogSlider(
+            value=n, base=10, min=2, max=7, step=0.5, description="n", readout_format=".0e", **_slider_kw()
+        )
+        self.button = W.Button(description="simulate", tooltip="a short run from empty (seconds)")
+        self.log = W.Output()
+        with style():
+            fig, ax = new_figure((6.4, 3.8))
+            (self.fluid,) = ax.plot([], [], "o-", label="fluid fixed point")
+            (self.refined,) = ax.plot([], [], "^--", label="refined (1/n, 1/n²)")
+            (self.asym,) = ax.plot(
+                [], [], "s", mfc="none", mec="tab:green", ms=9, label="asymptotic formulas"
+            )
+            (self.sim,) = ax.plot([], [], "ko", ms=4, label="simulation (the button)")
+            self.k_line = ax.axvline(0, color="grey", ls=":", label="predicted k")
+            ax.set(
+                yscale="log",
+                ylim=(1e-6, 1.5),
+                xlim=(-0.5, 10.5),
+                xlabel="queue length $i$",
+                ylabel="fraction of queues with length $i$",
+            )
+            self.title = _title(ax)
+            ax.legend(fontsize=7, loc="upper right")
+            fig.tight_layout()
+        self.ax = ax
+        self.canvas = Canvas(
+            fig, animated=[self.fluid, self.refined, self.asym, self.sim, self.k_line, self.title]
+        )
+        self.update()
+        for s in (self.eps, self.d, self.n):
+            s.observe(self.update, names="value")
+        self.button.on_click(self.run_simulation)
+        self.widget = W.VBox([W.HBox([self.eps, self.d, self.n, self.button]), self.canvas.widget, self.log])
+
+    def update(self, change=None) -> None:
+        """Recompute the theory at the sliders' values and move the artists (a simulation of
+        other parameters is removed)."""
+        v = profile_view(self.eps.value, self.d.value, int(self.n.value))
+        self.view = v
+        self.fluid.set_data(v.levels, v.fluid)
+        self.refined.set_data(v.levels, v.refined)
+        self.asym.set_data(v.levels, v.asymptotic)
+        if change is not None:
+            self.sim.set_data([], [])
+            self.log.clear_output()
+        self.k_line.set_xdata([v.k, v.k])
+        self.ax.set_xlim(-0.5, max(10, v.levels[-1]) + 0.5)  # a new background only past 10 levels
+        self.title.set_text(
+            f"λ = {fmt(v.lam, 6)}, d = {v.d}, n = {fmt(v.n, 3)}: k = {v.k}, "
+            f"fluid max at n: {v.fluid_max}, τ = {fmt(v.tau, 3)}"
+        )
+        self.canvas.draw()
+
+    def run_simulation(self, _=None) -> None:
+        """The button: a short simulation at the sliders' values (progress shown below the figure)."""
+        if self.simulate_fn is None:
+            return
+        self.log.clear_output()
+        with self.log:
+            print("simulating at the sliders' values ...", flush=True)
+            r = self.simulate_fn(self.eps.value, self.d.value, int(self.n.value))
+        m = min(len(r.p), self.view.levels.size)
+        self.sim.set_data(self.view.levels[:m], r.p[:m])
+        with self.log:
+            print(f"simulation: {r.taus:.1f} τ measured after a {r.burn_taus:.1f} τ burn-in")
+        self.canvas.draw()
+
+
+class ServersExplorer:
+    """Notebook 03: sliders for the number of servers, the spread of their rates and the load
+    redraw the exact P_j and mu_j P_j, and informed against uninformed routing (n <= 10);
+    "simulate" overlays a simulation (``simulate(n, spread, rho)`` -> a SimulationResult)."""
+
+    def __init__(self, simulate=None, n: int = 6, spread: float = 10.0, rho: float = 0.7):
+        import ipywidgets as W
+
+        from qlib.plots import style
+
+        self.simulate_fn = simulate
+        self.n_w = W.IntSlider(value=n, min=2, max=60, description="servers n", **_slider_kw())
+        self.s_w = W.FloatLogSlider(
+            value=spread, base=10, min=0, max=3, description="spread", readout_format=".3g", **_slider_kw()
+        )
+        self.r_w = W.FloatSlider(
+            value=rho, min=0.05, max=0.99, step=0.01, description="load ρ", **_slider_kw()
+        )
+        self.button = W.Button(description="simulate")
+        self.log = W.Output()
+        with style():
+            fig, (ax, bx) = new_figure((9.0, 3.6), ncols=2)
+            (self.busy,) = ax.plot([], [], "o-", ms=4, label="$P_j$")
+            (self.work,) = ax.plot([], [], "s-", ms=4, label=r"$\mu_j P_j / \max_i \mu_i$")
+            (self.sim_busy,) = ax.plot([], [], "kx", label="simulation")
+            (self.sim_work,) = ax.plot([], [], "kx")
+            # against the server's rank (j - 1/2)/n: fixed limits whatever n and the spread
+            rank = "server rank $(j - \\frac{1}{2})/n$, fastest first"
+            ax.set(xlabel=rank, xlim=(0, 1), ylim=(0, 1.02))
+            ax.legend(fontsize=8, loc="upper left")
+            (self.unin,) = bx.plot([], [], "o-", ms=4, label="uninformed (uniform idle)")
+            (self.inf,) = bx.plot([], [], "s--", ms=4, label="informed (fastest idle)")
+            self.note = bx.text(0.5, 0.5, "", ha="center", transform=bx.transAxes)
+            bx.set(xlabel=rank, ylabel="$P_j$", xlim=(0, 1), ylim=(0, 1.02))
+            bx.legend(fontsize=8, loc="lower right")
+            self.title = _title(ax)
+            fig.tight_layout()
+        self.ax, self.bx = ax, bx
+        self.canvas = Canvas(
+            fig,
+            animated=[
+                self.busy,
+                self.work,
+                self.sim_busy,
+                self.sim_work,
+                self.unin,
+                self.inf,
+                self.note,
+                self.title,
+            ],
+        )
+        self.update()
+        for s in (self.n_w, self.s_w, self.r_w):
+            s.observe(self.update, names="value")
+        self.button.on_click(self.run_simulation)
+        self.widget = W.VBox(
+            [W.HBox([self.n_w, self.s_w, self.r_w, self.button]), self.canvas.widget, self.log]
+        )
+
+    def update(self, change=None) -> None:
+        from qlib.studies.who_works_the_most import profile
+
+        p = profile(self.n_w.value, self.s_w.value, self.r_w.value)
+        self.p = p
+        order = np.argsort(-p.mus, kind="stable")  # fastest first
+        self.order = order
+        x = (np.arange(p.n) + 0.5) / p.n
+        self.x = x
+        self.busy.set_data(x, p.busy[order])
+        self.work.set_data(x, p.work[order] / p.mus.max())
+        if change is not None:
+            for a in (self.sim_busy, self.sim_work):
+                a.set_data([], [])
+        self.title.set_text(f"n = {p.n}, λ = {fmt(p.lam)}, P(wait) = {p.wait:.3f}")
+        j = x
+        self.unin.set_data(j, p.busy[order])
+        if p.informed_busy is not None:
+            self.inf.set_data(j, p.informed_busy[order])
+            self.note.set_text("")
+        else:
+            self.inf.set_data([], [])
+            self.note.set_text("informed: exact solve only for n ≤ 10")
+        self.canvas.draw()
+
+    def run_simulation(self, _=None) -> None:
+        if self.simulate_fn is None:
+            return
+        self.log.clear_output()
+        with self.log:
+            print("simulating at the sliders' values ...", flush=True)
+            sim = self.simulate_fn(self.n_w.value, self.s_w.value, self.r_w.value)
+        o = np.argsort(-np.asarray(sim.mus), kind="stable")
+        x = (np.arange(len(o)) + 0.5) / len(o)
+        self.sim_busy.set_data(x, np.asarray(sim.estimate("busy_fraction").mean)[o])
+        self.sim_work.set_data(x, np.asarray(sim.estimate("throughput").mean)[o] / self.p.mus.max())
+        self.canvas.draw()
+
+
+class MixingExplorer:
+    #: the time axis (steps), wide enough for every slider setting's scales: fixed, so that a
+    #: slider moves lines over a cached background
+    XLIM = (1e1, 1e10)
+
+    """Notebook 02: sliders for n, d and lam move the theory's time scales (:func:`mixing_scales`)
+    at once; "simulate" runs the coupled pair (``simulate(n, d, lam)`` -> an Exploration of
+    ``qlib.studies.mixing.explore``: meeting times ``T``, ``times``, ``l1``) and draws the
+    survival of the meeting time and the L1 distance of the pair against those scales."""
+
+    def __init__(self, simulate=None, n: int = 300, d: int = 5, lam: float = 0.9):
+        import ipywidgets as W
+
+        from qlib.plots import style
+
+        self.simulate_fn = simulate
+        self.n_w = W.IntSlider(value=n, min=50, max=5000, step=50, description="n", **_slider_kw())
+        self.d_w = W.IntSlider(value=d, min=2, max=20, description="d", **_slider_kw())
+        self.lam_w = W.FloatSlider(value=lam, min=0.5, max=0.97, step=0.01, description="λ", **_slider_kw())
+        self.button = W.Button(description="simulate")
+        self.log = W.Output()
+        with style():
+            fig, (ax, bx) = new_figure((9.0, 3.4), ncols=2)
+            (self.surv,) = ax.plot(
+                [], [], drawstyle="steps-post", color="k", label="simulated $P(T_{meet} > t)$"
+            )
+            (self.l1,) = bx.plot([], [], color="k", label="simulated")
+            self.lines = {}
+            for a in (ax, bx):
+                for key, c, lab in (
+                    ("lower", "tab:blue", r"$n(\lambda d)^{k-1}$"),
+                    ("upper", "tab:red", r"$k d^{k-1} n \ln n$"),
+                    ("drain", "tab:grey", r"$(1+\lambda)n/(1-\lambda)$"),
+                ):
+                    self.lines[a, key] = a.axvline(1, color=c, ls="--", lw=1, label=lab)
+            ax.set(xscale="log", ylim=(0, 1.02), xlabel="t (steps)", ylabel=r"$P(T_{meet} > t)$")
+            bx.set(xscale="log", ylim=(0, 1.02), xlabel="t (steps)", ylabel=r"$E\sum_i |u_i - u'_i| / n$")
+            for a in (ax, bx):
+                a.set_xlim(*self.XLIM)
+            ax.legend(fontsize=7, loc="lower left")
+            self.title = _title(ax)
+            fig.tight_layout()
+        self.ax, self.bx = ax, bx
+        self.canvas = Canvas(fig, animated=[self.surv, self.l1, self.title, *self.lines.values()])
+        self.update()
+        for s in (self.n_w, self.d_w, self.lam_w):
+            s.observe(self.update, names="value")
+        self.button.on_click(self.run_simulation)
+        self.widget = W.VBox(
+            [W.HBox([self.n_w, self.d_w, self.lam_w, self.button]), self.canvas.widget, self.log]
+        )
+
+    def update(self, change=None) -> None:
+        s = mixing_scales(self.n_w.value, self.d_w.value, self.lam_w.value)
+        self.scales = s
+        for (a, key), line in self.lines.items():
+            line.set_xdata([s[key], s[key]])
+        if change is not None:
+            self.surv.set_data([], [])
+            self.l1.set_data([], [])
+        self.title.set_text(
+            f"n = {self.n_w.value}, d = {self.d_w.value}, λ = {fmt(self.lam_w.value)}: k = {s['k']}"
+        )
+        self.canvas.draw()
+
+    def run_simulation(self, _=None) -> None:
+        if self.simulate_fn is None:
+            return
+        self.log.clear_output()
+        with self.log:
+            print("running the coupled pair at the sliders' values ...", flush=True)
+            x = self.simulate_fn(self.n_w.value, self.d_w.value, self.lam_w.value)
+        T = np.sort(np.asarray(x.T, float))
+        self.surv.set_data(np.concatenate([[1.0], T]), 1 - np.arange(T.size + 1) / T.size)
+        t = np.asarray(x.times, float)
+        keep = t > 0
+        self.l1.set_data(t[keep], np.asarray(x.l1)[keep])
+        self.bx.set_ylim(0, max(1e-9, float(np.max(x.l1))) * 1.05)
+        self.canvas.draw()
+
+
+class PerfectExplorer:
+    """Notebook 04: sliders for n, d, lam and the capacity L move the fluid prediction (the
+    predicted maximum k and the fluid maximum at n) at once; "sample" draws exact samples
+    (``sample(n, d, lam, capacity)`` -> an Exploration of ``qlib.studies.perfect.explore``) and
+    shows the law of their longest queue."""
+
+    def __init__(self, sample=None, n: int = 100, d: int = 5, lam: float = 0.9, capacity: int = 4):
+        import ipywidgets as W
+
+        from qlib.plots import style
+
+        self.sample_fn = sample
+        self.n_w = W.IntSlider(value=n, min=10, max=2000, step=10, description="n", **_slider_kw())
+        self.d_w = W.IntSlider(value=d, min=2, max=20, description="d", **_slider_kw())
+        self.lam_w = W.FloatSlider(value=lam, min=0.5, max=0.98, step=0.01, description="λ", **_slider_kw())
+        self.cap_w = W.IntSlider(value=capacity, min=1, max=8, description="capacity L", **_slider_kw())
+        self.button = W.Button(description="sample")
+        self.log = W.Output()
+        with style():
+            fig, ax = new_figure((6.0, 3.4))
+            (self.law,) = ax.plot([], [], "o", color="C2", ms=7, label="exact samples")
+            self.lo_hi = ax.vlines([], [], [], color="C2")
+            self.k_line = ax.axvline(0, color="grey", ls=":", label=r"predicted $k$")
+            self.fl_line = ax.axvline(0, color="tab:red", ls="--", lw=1, label="fluid maximum at $n$")
+            ax.set(xlabel="longest queue", ylabel="fraction of samples", ylim=(0, 1.05))
+            ax.legend(fontsize=7, loc="upper left")
+            self.title = _title(ax, 8)
+            fig.tight_layout()
+        self.ax = ax
+        self.canvas = Canvas(fig, animated=[self.law, self.lo_hi, self.k_line, self.fl_line, self.title])
+        self.update()
+        for s in (self.n_w, self.d_w, self.lam_w, self.cap_w):
+            s.observe(self.update, names="value")
+        self.button.on_click(self.run_simulation)
+        self.widget = W.VBox(
+            [W.HBox([self.n_w, self.d_w, self.lam_w, self.cap_w, self.button]), self.canvas.widget, self.log]
+        )
+
+    def update(self, change=None) -> None:
+        n, d, lam, L = self.n_w.value, self.d_w.value, self.lam_w.value, self.cap_w.value
+        k = min(int(predicted_max_length(d, lam)), L)
+        fl = min(fluid_max_length(n, d, lam), L)
+        self.k_line.set_xdata([k, k])
+        self.fl_line.set_xdata([fl + 0.08, fl + 0.08])  # beside k when they agree
+        if change is not None:
+            self.law.set_data([], [])
+            self.lo_hi.set_segments([])
+        self.ax.set_xlim(-0.5, L + 0.5)
+        self.title.set_text(f"n = {n}, d = {d}, λ = {fmt(lam)}, L = {L}: predicted k = {k}")
+        self.canvas.draw()
+
+    def run_simulation(self, _=None) -> None:
+        if self.sample_fn is None:
+            return
+        self.log.clear_output()
+        with self.log:
+            print("drawing exact samples at the sliders' values ...", flush=True)
+            x = self.sample_fn(self.n_w.value, self.d_w.value, self.lam_w.value, self.cap_w.value)
+        i = np.arange(np.asarray(x.max_law).size)
+        self.law.set_data(i, x.max_law)
+        self.lo_hi.set_segments([[(j, lo), (j, hi)] for j, lo, hi in zip(i, x.max_low, x.max_high)])
+        self.title.set_text(
+            f"{self.title.get_text()}; {np.shape(x.samples)[0]} exact samples, mean "
+            f"coalescence {np.mean(x.coalescence):.3g} steps"
+        )
+        self.canvas.draw()
