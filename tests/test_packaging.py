@@ -27,24 +27,56 @@ def test_environment_yml_matches_pyproject():
 
 
 def test_readme_gives_the_two_commands():
+    """Near the top (what it reproduces, then the two commands), in a shell block of their own:
+    `make test` is the command CI runs (test_ci_runs_make_test)."""
     text = (ROOT / "README.md").read_text()
-    head = text[: text.find("\n## ", 200)]
-    assert "make figures" in head and "make test" in head
+    head = "\n".join(text.splitlines()[:50])
+    block = re.search(r"```sh\n(.*?)```", head, re.S)
+    assert block, "a ```sh block in the README's first 50 lines"
+    assert re.search(r"^make figures\b", block.group(1), re.M) and re.search(r"^make test\b", block.group(1), re.M)
 
 
 def test_ci_runs_make_test():
     assert "make test" in (ROOT / ".ci" / "run").read_text()
 
 
-def test_every_function_the_readme_names_exists():
-    """The README's examples and API list name functions as sm.X / het.X / qlib.<module>.X: each
-    must exist (a renamed or unexported function would break a new user's first call)."""
-    import importlib
-
-    text = (ROOT / "README.md").read_text()
+def _named_functions(text):
     alias = {"sm": "qlib.supermarket", "het": "qlib.heterogeneous"}
     names = {(alias[a], f) for a, f in re.findall(r"\b(sm|het)\.([A-Za-z_]\w*)\(", text)}
-    names |= set(re.findall(r"`(qlib(?:\.[a-z_]+)+)\.([A-Za-z_]\w*)\(", text))
-    assert len(names) >= 10
+    return names | set(re.findall(r"`(qlib(?:\.[a-z_]+)+)\.([A-Za-z_]\w*)\(", text))
+
+
+def test_every_function_the_readme_names_exists():
+    """The README's example and the API tour (docs/api.md) name functions as sm.X / het.X /
+    qlib.<module>.X: each must exist (a renamed or unexported function would break a new user's
+    first call)."""
+    import importlib
+
+    readme = _named_functions((ROOT / "README.md").read_text())
+    names = readme | _named_functions((ROOT / "docs" / "api.md").read_text())
+    assert len(readme) >= 4 and len(names) >= 10
     missing = [f"{m}.{f}" for m, f in sorted(names) if not hasattr(importlib.import_module(m), f)]
     assert not missing, missing
+
+
+def test_the_distribution_has_a_free_name_and_the_readme_says_what_it_cannot_share():
+    """`qlib` on PyPI is another (2018) package and Microsoft's `pyqlib` installs a module `qlib`
+    too: the distribution has its own name, the import name stays `qlib`, and the README says
+    that the two cannot share an environment."""
+    name = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["name"]
+    assert name not in ("qlib", "pyqlib") and "qlib" in name
+    assert tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"]["find"]["include"] \
+        == ["qlib*"]
+    text = " ".join((ROOT / "README.md").read_text().split())
+    assert f"**`{name}`**" in text and "pyqlib" in text and "cannot share an environment" in text
+
+
+def test_readme_stays_short_and_shows_the_summary_not_the_table():
+    """issue 31, item 5: a README a reader can take in (about 150-200 lines); the claims table
+    itself is figures/claims.md."""
+    text = (ROOT / "README.md").read_text()
+    assert len(text.splitlines()) <= 220
+    inside = text[text.index("<!-- claims:start -->"):text.index("<!-- claims:end -->")]
+    assert "<details>" not in inside and "\n### " not in inside
+    for doc in ("docs/api.md", "docs/testing.md", "docs/models.md", "figures/claims.md"):
+        assert f"]({doc}" in text and (ROOT / doc).exists(), doc
