@@ -272,27 +272,30 @@ def _cf_one(c: Counterfactual) -> str:
     return f"{tag}{c.model}: {c.measured}{se} → {res}"
 
 
-# ---- rendering: the summary, the short blocks, the compact form ------------------------------------------------
-# Everything below is laid out for a 1000 px pane (a notebook, GitHub): narrow tables of at most four columns and
-# one short block per row; the wrong models sit in a collapsed <details>. claims.json keeps every field.
+# ---- rendering: the summary, the short blocks, the compact form -------------------------------------------
+# Everything below is laid out for a 1000 px pane (a notebook, GitHub): narrow tables of at most four columns
+# and one short block per row; the wrong models sit in a collapsed <details>. claims.json keeps every field.
 
-#: kind -> how the rows of that kind are called in the summary line and the section headings; a kind not listed
-#: here (a new one in KINDS) is rendered under its own name.
-KIND_NAMES = {"claim": "claims", "identity": "identities", "measurement": "measurements", "check": "sanity checks"}
+#: kind -> how the rows of that kind are called in the summary line and the section headings; a kind not
+#: listed here (a new one in KINDS) is rendered under its own name.
+KIND_NAMES = {"claim": "claims", "identity": "identities", "measurement": "measurements",
+              "check": "sanity checks"}
 
-#: study -> [(regular expression on the claim, figure file)], the first match wins ("" matches every claim): the
-#: figure of figures/ that draws a row. A study without an entry has no figure (the level-flow rows).
+#: study -> [(regular expression on the claim, figure file)], the first match wins ("" matches every claim):
+#: the figure of figures/ that draws a row. A study without an entry has no figure (the level-flow rows).
 FIGURES: dict[str, list[tuple[str, str]]] = {
-    "supermarket: maximum queue length": [(r"finite-n", "01d_finite_n.png"), (r"concentrates", "01a_regime_map.png"),
-                                          (r"", "01b_profiles.png")],
+    "supermarket: maximum queue length": [(r"finite-n", "01d_finite_n.png"),
+                                          (r"concentrates", "01a_regime_map.png"), (r"", "01b_profiles.png")],
     "supermarket: scaling families": [(r"buffer|SD\(N\)", "01h_families_buffer.png"),
                                       (r"", "01f_families_concentration.png")],
     "supermarket: mixing time": [(r"scales with d|exponent in d|d-sweep|d sweep", "02b_d_scaling.png"),
-                                 (r"lower bound", "02c_lower_bound.png"), (r"exponential", "02d_exponential_tail.png"),
+                                 (r"lower bound", "02c_lower_bound.png"),
+                                 (r"exponential", "02d_exponential_tail.png"),
                                  (r"good set", "02e_good_set.png"), (r"", "02a_upper_bounds.png")],
     "heterogeneous servers": [(r"band", "03_band.png"), (r"informed", "03_informed.png"),
                               (r"", "03_busy_and_work.png")],
-    "supermarket: exact stationary samples": [(r"coalescence", "04a_coalescence.png"), (r"", "04b_max_law.png")],
+    "supermarket: exact stationary samples": [(r"coalescence", "04a_coalescence.png"),
+                                              (r"", "04b_max_law.png")],
 }
 
 #: the longest key number (characters) the summary shows; the block below it has the whole measurement
@@ -300,7 +303,8 @@ KEY_WIDTH = 110
 
 
 def figure_of(row: ClaimRow) -> str | None:
-    """The file name (in figures/) of the figure that draws ``row``, from :data:`FIGURES`; None if none does."""
+    """The file name (in figures/) of the figure that draws ``row``, from :data:`FIGURES`; None if none
+    does."""
     for pattern, name in FIGURES.get(row.source, []):
         if re.search(pattern, row.claim):
             return name
@@ -332,7 +336,8 @@ _HAS_CI = re.compile(r"CI|±|\(-?[\d.]+(?:e[-+]?\d+)? to -?[\d.]+")
 
 
 def _shorten(s: str, width: int) -> str:
-    """``s`` cut to ``width`` characters: whole comma-separated parts dropped from the end, else at a word, with …"""
+    """``s`` cut to ``width`` characters: whole comma-separated parts dropped from the end, else at a word,
+    with …"""
     if len(s) <= width:
         return s
     parts = _split_top(s, ", ")
@@ -345,9 +350,10 @@ def _shorten(s: str, width: int) -> str:
 
 
 def key_number(row: ClaimRow, width: int = KEY_WIDTH) -> str:
-    """The row's key number for the summary: its whole ``measured`` when short; else its first sentence; of a sweep
-    ("n=1000: ...; n=3000: ..."), its last point (the largest n or load); else its first part with a confidence
-    interval (an exponent, a slope); else the first sentence without its asides; cut to ``width`` characters."""
+    """The row's key number for the summary: its whole ``measured`` when short; else its first sentence;
+    of a sweep ("n=1000: ...; n=3000: ..."), its last point (the largest n or load); else its first part
+    with a confidence interval (an exponent, a slope); else the first sentence without its asides; cut to
+    ``width`` characters."""
     m = " ".join(str(row.measured).split())
     if len(m) <= width:
         return m
@@ -399,7 +405,8 @@ def where(row: ClaimRow, width: int = 60) -> str:
 
 
 def _verdict_md(r: ClaimRow) -> str:
-    return f"**{r.verdict}**" + (" (not sound)" if r.verdict == "PASS" and r.kind == "claim" and not r.sound else "")
+    unsound = r.verdict == "PASS" and r.kind == "claim" and not r.sound
+    return f"**{r.verdict}**" + (" (not sound)" if unsound else "")
 
 
 def _numbered(rows: list[ClaimRow]) -> list[tuple[int, ClaimRow]]:
@@ -407,9 +414,10 @@ def _numbered(rows: list[ClaimRow]) -> list[tuple[int, ClaimRow]]:
 
 
 def summary_markdown(rows: list[ClaimRow], figures: str | None = "") -> str:
-    """The results at a glance (README, top of figures/claims.md): the summary line, then one line per claim row
-    (numbered as in the table) with its verdict, its key number (:func:`key_number`) and the figure that draws it,
-    linked as ``figures + file`` (None: no figure column); identities, measurements and checks are only counted.
+    """The results at a glance (README, top of figures/claims.md): the summary line, then one line per
+    claim row (numbered as in the table) with its verdict, its key number (:func:`key_number`) and the
+    figure that draws it, linked as ``figures + file`` (None: no figure column); identities, measurements
+    and checks are only counted.
 
     Four narrow columns: claim (and where it was measured) | key number | verdict | figure."""
     head = ["claim", "measured (key number, 95% CI)", "verdict"] + ([] if figures is None else ["figure"])
@@ -444,7 +452,8 @@ def _block(i: int, r: ClaimRow) -> list[str]:
         near = [c for c in r.counterfactuals if c.near]
         what = [f"{len(far)} far ({sum(not c.passed for c in far)} fail)"] if far else []
         what += [f"{len(near)} near ({sum(not c.passed for c in near)} fail)"] if near else []
-        label = ("wrong models: " + ", ".join(what) + ("; resolution" if r.resolution else "")) if what else "resolution"
+        label = "wrong models: " + ", ".join(what) + ("; resolution" if r.resolution else "")
+        label = label if what else "resolution"
         out += ["", f"<details><summary>{label}</summary>", ""]
         out += [f"- {_md(_cf_one(c))}" for c in r.counterfactuals]
         if r.resolution:
@@ -459,8 +468,8 @@ def _kind_title(kind: str) -> str:
 
 
 def _counted(rows: list[ClaimRow]) -> str:
-    return ", ".join(f"{sum(r.verdict == v for r in rows)} {v if v != 'finding' else 'findings'}" for v in VERDICTS
-                     if any(r.verdict == v for r in rows) or v == "PASS")
+    return ", ".join(f"{sum(r.verdict == v for r in rows)} {v if v != 'finding' else 'findings'}"
+                     for v in VERDICTS if any(r.verdict == v for r in rows) or v == "PASS")
 
 
 def _list_item(i: int, r: ClaimRow, criterion: bool = True) -> str:
@@ -473,13 +482,14 @@ def to_markdown(rows: list[ClaimRow], figures: str = "", compact: bool = False) 
 
     Args:
       rows: claim rows (``collect``), numbered in this order.
-      figures: the path from the markdown file to figures/ ("" for figures/claims.md, "figures/" for the README).
-      compact: a notebook's form: the summary line and one narrow table (claim | measured | threshold | verdict),
-        no blocks.
+      figures: the path from the markdown file to figures/ ("" for figures/claims.md, "figures/" for
+        the README).
+      compact: a notebook's form: the summary line and one narrow table (claim | measured | threshold
+        | verdict), no blocks.
 
     Returns:
-      The summary (:func:`summary_markdown`), then the rows grouped by study: each claim and measurement a short
-      block, the identities and sanity checks of the study counted apart in a collapsed list.
+      The summary (:func:`summary_markdown`), then the rows grouped by study: each claim and measurement
+      a short block, the identities and sanity checks of the study counted apart in a collapsed list.
     """
     if compact:
         return compact_markdown(rows)
@@ -491,7 +501,8 @@ def to_markdown(rows: list[ClaimRow], figures: str = "", compact: bool = False) 
 
 #: why the rows of a kind other than claim and measurement are counted apart (collapsed under their study)
 _APART = {"identity": "they hold for every routing rule: a check of the code, not of the paper",
-          "check": "they hold for any chain: a check that the code runs as designed, not evidence on the paper"}
+          "check": ("they hold for any chain: a check that the code runs as designed, not evidence on the "
+                    "paper")}
 
 
 def _study_section(study: str, mine: list[tuple[int, ClaimRow]]) -> list[str]:
@@ -503,8 +514,8 @@ def _study_section(study: str, mine: list[tuple[int, ClaimRow]]) -> list[str]:
             out += _block(i, r)
     measured = [(i, r) for i, r in mine if r.kind == "measurement"]
     if measured:
-        out += ["**Measurements** (numbers the papers do not predict sharply, to a stated precision beside the "
-                "theory that approximates them; not counted as evidence):", ""]
+        out += ["**Measurements** (numbers the papers do not predict sharply, to a stated precision beside "
+                "the theory that approximates them; not counted as evidence):", ""]
         for i, r in measured:
             out += _block(i, r)
     for kind in dict.fromkeys([k for k in KINDS] + [r.kind for _, r in mine]):  # every kind present is shown
@@ -523,10 +534,11 @@ def _study_section(study: str, mine: list[tuple[int, ClaimRow]]) -> list[str]:
 
 
 def compact_markdown(rows: list[ClaimRow]) -> str:
-    """A study's rows in a notebook: the summary line and one table of four narrow columns, claim | measured (the
-    key number) | threshold (pre-set) | verdict; every row, numbered in ``rows``' order. The whole rows (criterion,
-    wrong models, resolution) are in figures/claims.md and :func:`to_dataframe`."""
-    out = [summary(rows), "", "| claim | measured (key number) | threshold (pre-set) | verdict |", "|---|---|---|---|"]
+    """A study's rows in a notebook: the summary line and one table of four narrow columns, claim |
+    measured (the key number) | threshold (pre-set) | verdict; every row, numbered in ``rows``' order. The
+    whole rows (criterion, wrong models, resolution) are in figures/claims.md and :func:`to_dataframe`."""
+    out = [summary(rows), "", "| claim | measured (key number) | threshold (pre-set) | verdict |",
+           "|---|---|---|---|"]
     for i, r in _numbered(rows):
         kind = "" if r.kind == "claim" else f" *({r.kind})*"
         out.append(f"| {i} · {_md(_label(r))}{kind}<br>*{_md(where(r))}* | {_md(key_number(r))} | "
@@ -544,6 +556,7 @@ def to_text(rows: list[ClaimRow]) -> str:
     return "\n".join(lines)
 
 
+
 def to_json(rows: list[ClaimRow]) -> str:
     """Every field of every row as JSON: a list of rows, each with its pre-set ``threshold``, its
     ``verdict`` (one of :data:`VERDICTS`) and ``sound`` (:func:`counts` gives the summary)."""
@@ -556,16 +569,15 @@ def to_dataframe(rows: list[ClaimRow], compact: bool = False):
     :func:`to_markdown`, with every field (``counterfactuals`` as their count, how many of them
     fail, and their text), the verdict and soundness.
 
-    With ``compact=True``, a notebook's view of its study: the columns claim, measured (the key number,
-    :func:`key_number`), threshold and verdict, indexed by the row number."""
+    With ``compact=True``, a notebook's view of its study: the columns claim, measured (the key
+    number, :func:`key_number`), threshold and verdict, indexed by the row number."""
     import pandas as pd
 
     if compact:
         cols = ["claim", "measured", "threshold", "verdict"]
         data = [dict(claim=_label(r) + ("" if r.kind == "claim" else f" ({r.kind})") + f" [{where(r)}]",
                      measured=key_number(r), threshold=r.threshold or "—",
-                     verdict=r.verdict + (" (not sound)" if r.kind == "claim" and r.verdict == "PASS"
-                                          and not r.sound else "")) for r in rows]
+                     verdict=_verdict_md(r).replace("**", "")) for r in rows]
         return pd.DataFrame(data, columns=cols, index=pd.RangeIndex(1, len(rows) + 1, name="number"))
     out = []
     for i, r in enumerate(rows, 1):
@@ -587,4 +599,5 @@ def _md(s: str) -> str:
 __all__ = ["ClaimRow", "ClaimSpec", "Counterfactual", "STUDIES", "KINDS", "VERDICTS", "MIN_TAUS", "collect",
            "se_distance",
            "combine", "counts", "decide", "exit_failed", "summary", "to_markdown", "to_text", "to_json", "to_dataframe",
-           "summary_markdown", "compact_markdown", "key_number", "figure_of", "where", "FIGURES", "KIND_NAMES"]
+           "summary_markdown", "compact_markdown", "key_number", "figure_of", "where", "FIGURES",
+           "KIND_NAMES"]

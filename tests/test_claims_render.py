@@ -1,5 +1,5 @@
-"""qlib.claims rendering (issue 31, item 4): the summary, the short blocks per study, the compact form a notebook
-shows, and a width check that keeps every table inside a 1000 px pane."""
+"""qlib.claims rendering (issue 31, item 4): the summary, the short blocks per study, the compact form a
+notebook shows, and a width check that keeps every table inside a 1000 px pane."""
 
 import json
 import re
@@ -11,8 +11,8 @@ from qlib.config import ROOT
 
 #: the content width of a 1000 px pane (GitHub's markdown body pads it by 32 px a side)
 PANE_PX = 936
-#: a generous width of one character of GitHub's 16 px sans-serif (bold, digits and capitals included), and the
-#: horizontal padding plus border of a table cell (6 + 13 + 13 + 1 px)
+#: a generous width of one character of GitHub's 16 px sans-serif (bold, digits and capitals included),
+#: and the horizontal padding plus border of a table cell (6 + 13 + 13 + 1 px)
 CHAR_PX, CELL_PAD_PX = 9.0, 27
 
 
@@ -21,8 +21,8 @@ def _cells(line: str) -> list[str]:
 
 
 def _min_width_px(table: list[str]) -> float:
-    """The narrowest a GFM table can be laid out: per column its longest unbreakable word (cells wrap at spaces
-    and <br>), at CHAR_PX a character, plus the cell padding."""
+    """The narrowest a GFM table can be laid out: per column its longest unbreakable word (cells wrap at
+    spaces and <br>), at CHAR_PX a character, plus the cell padding."""
     widest = {}
     for line in table:
         if re.fullmatch(r"\|(\s*:?-+:?\s*\|)+", line.strip()):
@@ -67,23 +67,61 @@ def _rows_from_json(path) -> list[claims.ClaimRow]:
 
 def _example_rows() -> list[claims.ClaimRow]:
     far = claims.Counterfactual("JSQ(2) in place of JSQ(d)", "P(max = 2) = 0.000 (0.000 to 0.000)", False)
-    near = claims.Counterfactual("JSQ(d-1)", "P(max = 2) = 0.97 (0.93 to 1.00)", True, near=True, se_distance=1.2)
-    sweep = ("n=1000: P(max = 2) = 0.478 (0.367 to 0.588), P(max = 3) = 0.522; n=3000: P(max = 2) = 0.772 "
-             "(0.707 to 0.837), P(max = 3) = 0.228; n=10000: P(max = 2) = 0.975 (0.958 to 0.993), P(max = 3) = "
-             "0.025; slope of log P(max != k) in log n: -1.33 (95% CI -1.89 to -1.09)")
+    near = claims.Counterfactual(
+        "JSQ(d-1)", "P(max = 2) = 0.97 (0.93 to 1.00)", True, near=True, se_distance=1.2
+    )
+    sweep = (
+        "n=1000: P(max = 2) = 0.478 (0.367 to 0.588), P(max = 3) = 0.522; n=3000: P(max = 2) = 0.772 "
+        "(0.707 to 0.837), P(max = 3) = 0.228; n=10000: P(max = 2) = 0.975 (0.958 to 0.993), P(max = 3) = "
+        "0.025; slope of log P(max != k) in log n: -1.33 (95% CI -1.89 to -1.09)"
+    )
     return [
-        claims.ClaimRow("the maximum queue length concentrates on k = 2", "family A: lam = 1 - n^-0.5; n = 1e3",
-                        "P(max = k) -> 1", sweep, True, "the CI of P(max = k) >= p_min", source="supermarket: scaling families",
-                        counterfactuals=(far, near), taus=20.0, start="empty", threshold="P(max = k) >= 0.95",
-                        resolution="does not resolve: JSQ(d-1)"),
-        claims.ClaimRow("the mixing time scales with d^(k-1), not with 1/(1-lam)", "n = 3000, d = 100..283",
-                        "exponent 1", "exponent of T_meet in d: 0.220 (95% CI -0.166 to 0.612)", False,
-                        "CI within k - 1 +- 0.3", source="supermarket: mixing time", outcome="FAIL",
-                        threshold="CI within 1 +- 0.3", counterfactuals=(far,)),
-        claims.ClaimRow("E[u_1] = lam n", "n = 10", "lam n", "10.0 ± 0.1", True, "within 5 SE",
-                        source="supermarket: scaling families", kind="identity"),
-        claims.ClaimRow("coalescence time in relaxation times", "d=10", ">= n L", "11.9 τ", True, "every T >= n L",
-                        source="supermarket: exact stationary samples", kind="measurement"),
+        claims.ClaimRow(
+            "the maximum queue length concentrates on k = 2",
+            "family A: lam = 1 - n^-0.5; n = 1e3",
+            "P(max = k) -> 1",
+            sweep,
+            True,
+            "the CI of P(max = k) >= p_min",
+            source="supermarket: scaling families",
+            counterfactuals=(far, near),
+            taus=20.0,
+            start="empty",
+            threshold="P(max = k) >= 0.95",
+            resolution="does not resolve: JSQ(d-1)",
+        ),
+        claims.ClaimRow(
+            "the mixing time scales with d^(k-1), not with 1/(1-lam)",
+            "n = 3000, d = 100..283",
+            "exponent 1",
+            "exponent of T_meet in d: 0.220 (95% CI -0.166 to 0.612)",
+            False,
+            "CI within k - 1 +- 0.3",
+            source="supermarket: mixing time",
+            outcome="FAIL",
+            threshold="CI within 1 +- 0.3",
+            counterfactuals=(far,),
+        ),
+        claims.ClaimRow(
+            "E[u_1] = lam n",
+            "n = 10",
+            "lam n",
+            "10.0 ± 0.1",
+            True,
+            "within 5 SE",
+            source="supermarket: scaling families",
+            kind="identity",
+        ),
+        claims.ClaimRow(
+            "coalescence time in relaxation times",
+            "d=10",
+            ">= n L",
+            "11.9 τ",
+            True,
+            "every T >= n L",
+            source="supermarket: exact stationary samples",
+            kind="measurement",
+        ),
     ]
 
 
@@ -101,14 +139,21 @@ def test_summary_first_then_rows_grouped_by_study_as_short_blocks():
     assert "n=10000: P(max = 2) = 0.975 (0.958 to 0.993)" in summary_rows[0]  # the key number: the largest n
     assert "[01f](01f_families_concentration.png)" in summary_rows[0]
     assert "[02b](02b_d_scaling.png)" in summary_rows[1]
-    block = md[md.index("### 1 · PASS"):md.index("### 2 · FAIL")]
-    for field in ("**parameters:**", "**measured:**", "**criterion:**", "**threshold (pre-set):** P(max = k) >= 0.95",
-                  "**start, relaxation times:** empty; 20 τ"):
+    block = md[md.index("### 1 · PASS") : md.index("### 2 · FAIL")]
+    for field in (
+        "**parameters:**",
+        "**measured:**",
+        "**criterion:**",
+        "**threshold (pre-set):** P(max = k) >= 0.95",
+        "**start, relaxation times:** empty; 20 τ",
+    ):
         assert field in block
-    details = block[block.index("<details>"):block.index("</details>")]
+    details = block[block.index("<details>") : block.index("</details>")]
     assert "wrong models: 1 far (1 fail), 1 near (0 fail); resolution" in details
     assert "JSQ(2) in place of JSQ(d): P(max = 2) = 0.000 (0.000 to 0.000) → FAIL" in details
-    assert "near: JSQ(d-1)" in details and "+1.2 SE" in details and "**Resolution:** does not resolve" in details
+    assert (
+        "near: JSQ(d-1)" in details and "+1.2 SE" in details and "**Resolution:** does not resolve" in details
+    )
     assert md.index("<summary>Identities") > block.find("### 1") and "1 row, 1 PASS</summary>" in md
     assert md.index("**Measurements**") < md.index("### 4 · PASS: coalescence time")
     check_fits(md)
@@ -118,7 +163,10 @@ def test_kinds_added_later_are_counted_apart_and_collapsed():
     """A kind other than claim and measurement (the sanity checks of issue 32, or one the renderer has no name
     for) renders under its study, counted and collapsed, and never in the summary of claims."""
     row = claims.ClaimRow("submultiplicativity", "p", "t", "m", True, source="s")
-    for kind, title in (("check", "Sanity checks (they hold for any chain"), ("novel", "Novel (counted apart")):
+    for kind, title in (
+        ("check", "Sanity checks (they hold for any chain"),
+        ("novel", "Novel (counted apart"),
+    ):
         object.__setattr__(row, "kind", kind)  # a kind KINDS may not list yet
         md = claims.to_markdown([row])
         assert f"<summary>{title}" in md and "- 1 · **PASS** submultiplicativity" in md, md
@@ -128,12 +176,26 @@ def test_kinds_added_later_are_counted_apart_and_collapsed():
 def test_key_number_picks_the_number_the_verdict_rests_on():
     r = _example_rows()
     assert claims.key_number(r[1]) == r[1].measured  # short: whole
-    assert claims.key_number(r[0]).startswith("n=10000: P(max = 2) = 0.975 (0.958 to 0.993)")  # a sweep: last point
-    long = claims.ClaimRow("c", "p", "t", "T/(k d^(k-1) n ln n) = 1.18, 1.59, 1.12, 1.34, 1.77, 1.01, 0.93, 1.22; "
-                           "exponent in n -0.001 (95% CI -0.105 to 0.102)", True)
+    assert claims.key_number(r[0]).startswith(
+        "n=10000: P(max = 2) = 0.975 (0.958 to 0.993)"
+    )  # a sweep: last point
+    long = claims.ClaimRow(
+        "c",
+        "p",
+        "t",
+        "T/(k d^(k-1) n ln n) = 1.18, 1.59, 1.12, 1.34, 1.77, 1.01, 0.93, 1.22; "
+        "exponent in n -0.001 (95% CI -0.105 to 0.102)",
+        True,
+    )
     assert claims.key_number(long) == "exponent in n -0.001 (95% CI -0.105 to 0.102)"  # the part with a CI
-    aside = claims.ClaimRow("c", "p", "t", "fluid fixed point (the n -> oo equilibrium, stated once and for all "
-                            "here), relative error at c = 0.4, 0.2: k=2: 17.8%, 9.5%. Simulated at n = 1e4: 22%", True)
+    aside = claims.ClaimRow(
+        "c",
+        "p",
+        "t",
+        "fluid fixed point (the n -> oo equilibrium, stated once and for all "
+        "here), relative error at c = 0.4, 0.2: k=2: 17.8%, 9.5%. Simulated at n = 1e4: 22%",
+        True,
+    )
     assert claims.key_number(aside) == "fluid fixed point, relative error at c = 0.4, 0.2: k=2: 17.8%, 9.5%"
     words = claims.ClaimRow("c", "p", "t", "x " * 200, True)
     assert len(claims.key_number(words)) <= claims.KEY_WIDTH + 2 and claims.key_number(words).endswith("…")
@@ -184,8 +246,13 @@ def test_the_published_rows_render_inside_the_pane():
     for study in claims.STUDIES:
         check_fits(claims.compact_markdown([r for r in rows if r.source == study]))
     n_claims = sum(r.kind == "claim" for r in rows)
-    assert len([line for line in claims.summary_markdown(rows).splitlines() if re.match(r"\| \d+ ·", line)]) == n_claims
-    assert md.count("<details>") >= n_claims  # every claim with wrong models or a resolution has them collapsed
+    assert (
+        len([line for line in claims.summary_markdown(rows).splitlines() if re.match(r"\| \d+ ·", line)])
+        == n_claims
+    )
+    assert (
+        md.count("<details>") >= n_claims
+    )  # every claim with wrong models or a resolution has them collapsed
     blocks = re.split(r"\n### ", md)[1:]
     assert max(len(b.split("<details>")[0]) for b in blocks) < 2500  # a short block, not a 1500 px row
 
@@ -201,9 +268,17 @@ def test_reproduce_puts_the_summary_in_the_readme_and_the_blocks_in_claims_md(mo
     out = tmp_path / "figures" / "claims.md"
     assert cli.reproduce(quick=True, markdown=str(out), update_readme=True) == cli.EXIT_FAIL
     text = readme.read_text()
-    inside = text[text.index("<!-- claims:start -->"):text.index("<!-- claims:end -->")]
+    inside = text[text.index("<!-- claims:start -->") : text.index("<!-- claims:end -->")]
     assert "old" not in inside and text.endswith("\n\nafter\n")
     assert claims.summary_markdown(_example_rows(), figures="figures/") in inside
-    assert "<details>" not in inside and "### " not in inside and "(figures/01f_families_concentration.png)" in inside
+    assert (
+        "<details>" not in inside
+        and "### " not in inside
+        and "(figures/01f_families_concentration.png)" in inside
+    )
     table = out.read_text()
-    assert table.startswith("# Claims table") and "<details>" in table and "](01f_families_concentration.png)" in table
+    assert (
+        table.startswith("# Claims table")
+        and "<details>" in table
+        and "](01f_families_concentration.png)" in table
+    )

@@ -33,7 +33,8 @@ def test_readme_gives_the_two_commands():
     head = "\n".join(text.splitlines()[:50])
     block = re.search(r"```sh\n(.*?)```", head, re.S)
     assert block, "a ```sh block in the README's first 50 lines"
-    assert re.search(r"^make figures\b", block.group(1), re.M) and re.search(r"^make test\b", block.group(1), re.M)
+    commands = block.group(1)
+    assert re.search(r"^make figures\b", commands, re.M) and re.search(r"^make test\b", commands, re.M)
 
 
 def test_ci_runs_make_test():
@@ -63,10 +64,10 @@ def test_the_distribution_has_a_free_name_and_the_readme_says_what_it_cannot_sha
     """`qlib` on PyPI is another (2018) package and Microsoft's `pyqlib` installs a module `qlib`
     too: the distribution has its own name, the import name stays `qlib`, and the README says
     that the two cannot share an environment."""
-    name = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["name"]
+    toml = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    name = toml["project"]["name"]
     assert name not in ("qlib", "pyqlib") and "qlib" in name
-    assert tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"]["find"]["include"] \
-        == ["qlib*"]
+    assert toml["tool"]["setuptools"]["packages"]["find"]["include"] == ["qlib*"]  # the import name
     text = " ".join((ROOT / "README.md").read_text().split())
     assert f"**`{name}`**" in text and "pyqlib" in text and "cannot share an environment" in text
 
