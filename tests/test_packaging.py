@@ -4,6 +4,7 @@ import re
 import tomllib
 from pathlib import Path
 
+import pytest
 import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -81,3 +82,21 @@ def test_readme_stays_short_and_shows_the_summary_not_the_table():
     assert "<details>" not in inside and "\n### " not in inside
     for doc in ("docs/api.md", "docs/testing.md", "docs/models.md", "figures/claims.md"):
         assert f"]({doc}" in text and (ROOT / doc).exists(), doc
+
+
+@pytest.mark.slow
+def test_the_readme_example_runs_and_shows_what_its_comments_say():
+    """The README's example, run as printed in a fresh process: k = 2, the longest queue has length
+    k, and the exact busy probabilities of Cabral's example (the fastest server busy least often)."""
+    import subprocess
+    import sys
+
+    text = (ROOT / "README.md").read_text()
+    code = re.search(r"## Example\n\n```python\n(.*?)```", text, re.S).group(1)
+    assert len([line for line in code.splitlines() if line.strip() and not line.startswith("#")]) <= 10
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=600)
+    assert out.returncode == 0, out.stderr[-2000:]
+    lines = out.stdout.splitlines()
+    assert lines[0] == "2" and lines[1].startswith("[0. 0. 1. 0.")
+    busy = [float(x) for x in lines[-1].strip("[]").split()]
+    assert busy == sorted(busy) and abs(busy[0] - 0.44285714) < 1e-6
