@@ -46,7 +46,7 @@ def test_markdown_puts_claims_and_identities_in_separate_sections():
     rows = [claims.ClaimRow("a claim", "p", "t", "m", True, counterfactuals=(cf,), taus=20.0, start="empty"),
             claims.ClaimRow("an identity", "p", "t", "m", True, kind="identity")]
     md = claims.to_markdown(rows)
-    assert md.index("### Claims") < md.index("a claim") < md.index("### Identities") < md.index("an identity")
+    assert md.index("### 1 · PASS: a claim") < md.index("<summary>Identities") < md.index("an identity")
     assert "JSQ(1): 0.00 → FAIL" in md and "empty; 20 τ" in md
     data = json.loads(claims.to_json(rows))
     assert data[0]["kind"] == "claim" and data[0]["sound"] and data[0]["counterfactuals"][0]["passed"] is False
@@ -57,7 +57,7 @@ def test_measurements_have_their_own_section_and_are_not_counted_as_claims():
     rows = [claims.ClaimRow("a claim", "p", "t", "m", True, counterfactuals=(claims.Counterfactual("w", "0", False),)),
             claims.ClaimRow("a tail", "p", "t", "m", False, kind="measurement")]
     md = claims.to_markdown(rows)
-    assert md.index("### Claims") < md.index("a claim") < md.index("### Measurements") < md.index("a tail")
+    assert md.index("### 1 · PASS: a claim") < md.index("**Measurements**") < md.index("### 2 · FAIL: a tail")
     assert "claims: 1 PASS, 0 FAIL (1 of the PASS sound" in md and "measurements: 0 PASS, 1 FAIL" in md
     assert claims.ClaimRow("t", "p", "t", "m", True, kind="measurement").sound
 
