@@ -25,6 +25,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from qlib import _rng
+from qlib import cache as _cache
 from qlib import _validate as V
 from qlib.supermarket import chain as K
 from qlib.supermarket.point import MAX_N, Point, as_point, check_point  # noqa: F401  (check_point: older import path)
@@ -720,6 +721,7 @@ def _run(pts: list[_Plan], R: int, replacement: bool, batches: int, record_every
             state=state[sl].copy(), trajectory=tr, record_every=record_every, flow_fraction=flow,
             batch_flow_fraction=bflow, variant=variant_name, capacity=capacity,
             lost_arrivals=lost[sl].copy() if capacity is not None else None))
+    _cache.report_simulation(pts, results, variant, capacity)  # provenance of stored results (cache.recording)
     return results
 
 
