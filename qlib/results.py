@@ -467,8 +467,8 @@ def commit(tier: str, name: str, params: Mapping, seed: Any, arrays: Mapping[str
     e = entry(tier, name, params, seed)
     if e is None:
         return "off"
-    if not _primary():  # a multi-process job: every process computed the same entry; one writes it
-        return "secondary"
+    # A multi-process job: every process computed the same entry and writes it (atomically), so
+    # each finds it at its next lookup whatever the others' timing; one process logs it.
     e.stem.parent.mkdir(parents=True, exist_ok=True)
     rec = make_record(tier, name, params, seed, arrays, provenance)
     outcome, details, stale = "new", [], []
@@ -484,6 +484,8 @@ def commit(tier: str, name: str, params: Mapping, seed: Any, arrays: Mapping[str
     if outcome in ("new", "mismatch") or stale:
         _atomic_bytes(e.npz, _npz_bytes(arrays))
         _atomic_bytes(e.json, _record_text(rec).encode())
+    if not _primary():
+        return outcome
     if _PROGRESS is not None and outcome in ("new", "mismatch"):
         _PROGRESS.update(rec)
     log = os.environ.get(LOG_ENV)

@@ -211,3 +211,18 @@ def test_summary_lists_costs_from_the_records(tiers):
     text = results.summary()
     assert text.count("sweep-") == 2 and "fresh" in text and "min of wall time" in text
     assert json.loads(results.entries("default")[0].json.read_text())["wall_s"] >= 0
+
+
+def test_cli_lists_and_verifies_the_stored_results(tiers, capsys):
+    from qlib.__main__ import main
+
+    _figures_run([])
+    assert main(["results", "--summary"]) == 0
+    assert capsys.readouterr().out.count("fresh") == 2
+    assert main(["results", "--verify"]) == 0
+    e = results.entries("default")[0]
+    e.json.write_text(e.json.read_text().replace('"wall_s": ', '"wall_s": 1'))
+    assert main(["results", "--verify"]) == 1
+    assert "record does not match its own hash" in capsys.readouterr().out
+    assert main(["results-long", "--only", "no such study"]) == 2
+    assert "matches no study" in capsys.readouterr().err
