@@ -545,6 +545,30 @@ def prune(tier: str, keep: set[str]) -> list[str]:
     return gone
 
 
+def note(prefixes: Sequence[str] | None = None, tier: str = "default") -> str:
+    """One line for a notebook's top: where its numbers come from (the stored entries whose name
+    starts with one of ``prefixes``): how many, when, at which commit, their replica-steps and
+    wall time as recorded, and the command that recomputes them."""
+    recs = []
+    for e in entries(tier):
+        if prefixes is None or any(e.stem.name.startswith(p) for p in prefixes):
+            try:
+                recs.append(e.record())
+            except (OSError, ValueError):
+                continue
+    cmd = "make figures" if tier == "default" else LONG_COMMAND
+    if not recs:
+        return f"No stored results in results/{tier}/: computing them (`{cmd}` stores them)."
+    dates = sorted(r["date"][:10] for r in recs)
+    commits = sorted({r["commit"][:9] for r in recs})
+    wall = sum(r["wall_s"] / max(1, r.get("computed_together", 1)) for r in recs)
+    steps = sum(r["replica_steps"] for r in recs)
+    when = dates[0] if dates[0] == dates[-1] else f"{dates[0]} to {dates[-1]}"
+    return (f"Drawn from results/{tier}/ ({len(recs)} entries, computed {when} at commit {', '.join(commits)}: "
+            f"{steps:.3g} replica-steps, {wall / 60:.1f} min of wall time on {recs[0]['machine'].get('cpu', '?')}); "
+            f"`{cmd}` recomputes them and checks that they reproduce.")
+
+
 def summary(tiers: Sequence[str] = TIERS) -> str:
     """One line per stored entry: tier, name, status, replica-steps, wall time, date, machine.
     The costs are the records', never typed."""
@@ -567,7 +591,7 @@ def summary(tiers: Sequence[str] = TIERS) -> str:
 
 
 __all__ = ["TIERS", "FLOAT_RTOL", "CHECKPOINT_STEPS", "Entry", "ResultsWarning", "entry", "entries", "entry_key",
-           "read", "lookup", "status", "stale_row_text", "row_status", "verify", "compare", "commit", "report",
+           "read", "lookup", "note", "status", "stale_row_text", "row_status", "verify", "compare", "commit", "report",
            "prune", "summary", "checkpoint_hashes", "state_hash", "array_hash", "make_record", "machine"]
 
 

@@ -226,3 +226,11 @@ def test_cli_lists_and_verifies_the_stored_results(tiers, capsys):
     assert "record does not match its own hash" in capsys.readouterr().out
     assert main(["results-long", "--only", "no such study"]) == 2
     assert "matches no study" in capsys.readouterr().err
+
+
+def test_note_says_where_the_numbers_come_from(tiers):
+    assert "No stored results" in results.note(["sweep"])
+    _figures_run([])
+    text = results.note(["sweep"])
+    assert text.startswith("Drawn from results/default/ (2 entries") and "`make figures` recomputes" in text
+
