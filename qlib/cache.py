@@ -254,6 +254,32 @@ class Recorder:
         if self.parent is not None:
             self.parent.add(plans, results, variant, capacity)
 
+    def add_heterogeneous(self, res: Any, start: Any, routing_exponent: float | None, seeded: bool) -> None:
+        """Called by :func:`qlib.heterogeneous.simulate` with its result and start state."""
+        from qlib.results import hetero_state_hash
+
+        R = int(res.busy_fraction.shape[0])
+        what = ("heterogeneous", float(res.lam), tuple(float(x) for x in res.mus), res.policy, routing_exponent)
+        first = tuple(hetero_state_hash(start, i) for i in range(R))
+        final = [hetero_state_hash(res.state, i) for i in range(R)]
+        j = self._open.pop((what, first), None)
+        if j is None:
+            self.chains.append({"model": "heterogeneous", "lam": float(res.lam), "mus": [float(x) for x in res.mus],
+                                "policy": res.policy, "routing_exponent": routing_exponent,
+                                "seed": None if res.seed is None else int(res.seed), "seeded": bool(seeded),
+                                "replicas": R, "calls": 0, "steps": 0, "burn_in": 0, "final": []})
+            self._start0.append(({k: (None if v is None else np.asarray(v)[0].tolist())
+                                  for k, v in start._asdict().items()}, 0))
+            j = len(self.chains) - 1
+        c = self.chains[j]
+        c["calls"] += 1
+        c["steps"] += int(res.steps)
+        c["burn_in"] += int(res.burn_in)
+        c["final"] = final
+        self._open[(what, tuple(final))] = j
+        if self.parent is not None:
+            self.parent.add_heterogeneous(res, start, routing_exponent, seeded)
+
     def provenance(self, seeds: Sequence[Any]) -> list[dict]:
         """Per entry (one per seed, computed together): its chains (those started from its seed;
         chains whose seed is no entry's go to every entry that has none), the group's wall and
@@ -300,6 +326,13 @@ def not_recording():
         yield
     finally:
         _RECORDER.reset(token)
+
+
+def report_heterogeneous(res: Any, start: Any, routing_exponent: float | None = None, *, seeded: bool) -> None:
+    """The heterogeneous simulator's hook: tell the active :func:`recording`, if any."""
+    rec = _RECORDER.get()
+    if rec is not None:
+        rec.add_heterogeneous(res, start, routing_exponent, seeded)
 
 
 def report_simulation(plans: Sequence, results: Sequence, variant: Any = None, capacity: int | None = None) -> None:

@@ -365,8 +365,23 @@ def verify(e: Entry, *, recompute: bool = False) -> list[str]:
 
 # --------------------------------------------------------------------------- checkpoints
 
-def checkpoint_spec(chain: Mapping, start_counts: np.ndarray, start_state: int) -> dict:
+def hetero_state_hash(state: Any, r: int) -> str:
+    """Hash of replica r of a heterogeneous :class:`~qlib.heterogeneous.simulate.ChainState`."""
+    h = hashlib.sha256()
+    for k, v in state._asdict().items():
+        if v is not None:
+            h.update(k.encode())
+            h.update(np.ascontiguousarray(np.asarray(v)[r]).astype(np.asarray(v).dtype.newbyteorder("<")).tobytes())
+    return h.hexdigest()[:16]
+
+
+def checkpoint_spec(chain: Mapping, start_counts: Any, start_state: int) -> dict:
     """The spec of replica 0 of a recorded chain, up to at most :data:`CHECKPOINT_STEPS` steps."""
+    if chain.get("model") == "heterogeneous":
+        spec = {k: chain[k] for k in ("model", "lam", "mus", "policy", "routing_exponent", "seed", "seeded")}
+        return spec | {"replica": 0, "steps": int(min(CHECKPOINT_STEPS, chain["first_call_steps"])),
+                       "start": {k: v for k, v in start_counts.items() if v is not None}
+                       | {"rng": str(int(start_counts["rng"]))}}
     spec = {k: chain[k] for k in ("n", "d", "rate", "replacement", "variant", "capacity", "seed", "seeded")}
     spec["replica"] = 0
     spec["steps"] = int(min(CHECKPOINT_STEPS, chain["first_call_steps"]))
@@ -386,6 +401,9 @@ def checkpoint_hashes(specs: Sequence[Mapping]) -> list[str]:
     out: list[str | None] = [None] * len(specs)
     groups: dict[tuple, list[int]] = {}
     for i, s in enumerate(specs):
+        if s.get("model") == "heterogeneous":
+            out[i] = _hetero_checkpoint(s)
+            continue
         groups.setdefault((bool(s["replacement"]), tuple(s["variant"]), s["capacity"]), []).append(i)
     for (repl, var, cap), idx in groups.items():
         pts, inits, seeds = [], [], []
@@ -418,6 +436,25 @@ def checkpoint_hashes(specs: Sequence[Mapping]) -> list[str]:
         for i, r in zip(idx, res):
             out[i] = state_hash(r.counts[0], r.state[0])
     return out  # type: ignore[return-value]
+
+
+def _hetero_checkpoint(s: Mapping) -> str:
+    from qlib import cache
+    from qlib.heterogeneous.simulate import ChainState, _fresh_state, simulate
+
+    st = s["start"]
+    start = ChainState(rng=np.array([int(st["rng"])], np.uint64), busy=np.array([st["busy"]], bool),
+                       queue=np.array([st["queue"]], np.int64),
+                       idle_order=None if st.get("idle_order") is None else np.array([st["idle_order"]], np.int64))
+    kw = dict(steps=int(s["steps"]), policy=s["policy"], routing_exponent=s["routing_exponent"], progress=False)
+    with cache.not_recording():
+        if s["seeded"]:  # from its seed: the start must be replica 0's fresh state of that seed
+            if hetero_state_hash(start, 0) != hetero_state_hash(_fresh_state(int(s["seed"]), 1, len(s["mus"]), s["policy"]), 0):
+                raise ValueError(f"checkpoint spec: its start is not replica 0's start of seed {s['seed']}")
+            r = simulate(s["lam"], s["mus"], seed=int(s["seed"]), replicas=1, **kw)
+        else:
+            r = simulate(s["lam"], s["mus"], initial=start, **kw)
+    return hetero_state_hash(r.state, 0)
 
 
 # --------------------------------------------------------------------------- write and compare

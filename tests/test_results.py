@@ -234,3 +234,18 @@ def test_note_says_where_the_numbers_come_from(tiers):
     text = results.note(["sweep"])
     assert text.startswith("Drawn from results/default/ (2 entries") and "`make figures` recomputes" in text
 
+
+def test_heterogeneous_runs_are_recorded_and_their_checkpoint_recomputes():
+    from qlib.heterogeneous import simulate as hsim
+
+    with cache.recording() as rec:
+        r = hsim(0.9, [1.0, 0.5], steps=3000, replicas=2, seed=4, policy="longest_idle")
+        hsim(0.9, [1.0, 0.5], steps=3000, initial=r, policy="longest_idle")  # continued: the same chain
+    (chain,) = rec.chains
+    assert chain["model"] == "heterogeneous" and chain["calls"] == 2 and chain["steps"] == 6000 and chain["seeded"]
+    (prov,) = rec.provenance([4])
+    cp = prov["checkpoint"]
+    assert cp["spec"]["steps"] == 6000 and cp["hash"] == chain["final"][0]  # the whole chain: its final state
+    assert results.checkpoint_hashes([cp["spec"]]) == [cp["hash"]]
+    assert results.checkpoint_hashes([dict(cp["spec"], policy="random", start={k: v for k, v in cp["spec"]["start"].items()
+                                                                              if k != "idle_order"})]) != [cp["hash"]]
