@@ -146,7 +146,8 @@ def main(argv: list[str] | None = None) -> int:
         from qlib import results  # make figures recomputes results/default and compares (docs/running.md)
 
         default = not a.smoke and a.scale in (None, 1.0)  # --scale runs write no default tier
-        with results.writing("default", "make figures", prune_after=not a.only) if default else contextlib.nullcontext():
+        writing = results.writing("default", "make figures", prune_after=not a.only)
+        with writing if default else contextlib.nullcontext():
             return figures(a.only, a.smoke)
     except KeyboardInterrupt:
         print("qlib: interrupted", file=sys.stderr)

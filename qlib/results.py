@@ -62,6 +62,7 @@ class ResultsWarning(UserWarning):
 
 # --------------------------------------------------------------------------- where
 
+
 def root() -> Path | None:
     """The results folder: ``$QLIB_RESULTS_DIR`` or ``results/`` at the repository root (None if "off")."""
     raw = os.environ.get(RESULTS_DIR_ENV, "").strip()
@@ -129,6 +130,7 @@ def entries(tier: str) -> list[Entry]:
 
 # --------------------------------------------------------------------------- hashing, files
 
+
 def _jsonable(x: Any) -> Any:
     return json.loads(json.dumps(x, sort_keys=True, default=str))
 
@@ -182,6 +184,7 @@ def _atomic_bytes(path: Path, data: bytes) -> None:
 
 # --------------------------------------------------------------------------- the record
 
+
 def machine() -> dict:
     """Platform, CPU model, cores and JAX's devices of this machine."""
     cpu = platform.processor() or ""
@@ -210,21 +213,30 @@ def versions() -> dict:
 
 
 def command() -> str:
-    return os.environ.get(COMMAND_ENV) or " ".join(["python"] + [os.path.basename(sys.argv[0])] + sys.argv[1:])
+    return os.environ.get(COMMAND_ENV) or " ".join(
+        ["python"] + [os.path.basename(sys.argv[0])] + sys.argv[1:]
+    )
 
 
-def make_record(tier: str, name: str, params: Mapping, seed: Any, arrays: Mapping[str, np.ndarray],
-                provenance: Mapping) -> dict:
+def make_record(
+    tier: str, name: str, params: Mapping, seed: Any, arrays: Mapping[str, np.ndarray], provenance: Mapping
+) -> dict:
     """The record of an entry. ``provenance`` (from :func:`qlib.cache.recording`): wall_s, cpu_s,
     computed_together, simulations (chains), checkpoint."""
     from qlib.cache import git_commit
 
     sims = list(provenance.get("simulations", []))
     rec = {
-        "name": name, "params": _jsonable(params), "seed": _jsonable(seed), "key": entry_key(name, params, seed),
-        "tier": tier, "command": command(), "commit": git_commit(),
+        "name": name,
+        "params": _jsonable(params),
+        "seed": _jsonable(seed),
+        "key": entry_key(name, params, seed),
+        "tier": tier,
+        "command": command(),
+        "commit": git_commit(),
         "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "versions": versions(), "machine": machine(),
+        "versions": versions(),
+        "machine": machine(),
         "wall_s": round(float(provenance.get("wall_s", 0.0)), 3),
         "cpu_s": round(float(provenance.get("cpu_s", 0.0)), 3),
         "computed_together": int(provenance.get("computed_together", 1)),
@@ -234,8 +246,14 @@ def make_record(tier: str, name: str, params: Mapping, seed: Any, arrays: Mappin
         "replica_steps": int(sum((c["steps"] + c["burn_in"]) * c["replicas"] for c in sims)),
         "simulations": sims,
         "checkpoint": provenance.get("checkpoint"),
-        "arrays": {k: {"dtype": np.asarray(v).dtype.str, "shape": list(np.shape(v)), "sha256": array_hash(np.asarray(v))}
-                   for k, v in sorted(arrays.items())},
+        "arrays": {
+            k: {
+                "dtype": np.asarray(v).dtype.str,
+                "shape": list(np.shape(v)),
+                "sha256": array_hash(np.asarray(v)),
+            }
+            for k, v in sorted(arrays.items())
+        },
         "npz_sha256": hashlib.sha256(_npz_bytes(arrays)).hexdigest()[:16],
     }
     rec = _jsonable(rec)
@@ -249,6 +267,7 @@ def _self_hash(rec: Mapping) -> str:
 
 
 # --------------------------------------------------------------------------- read
+
 
 def read(e: Entry) -> tuple[dict[str, np.ndarray], dict] | None:
     """(arrays, record) of a stored entry, or None when it does not exist. Raises ValueError
@@ -270,12 +289,16 @@ def stale_reasons(record: Mapping) -> list[str]:
     from qlib.cache import versions as v
 
     now, then = v(), record.get("versions", {})
-    out = [f"{k} {then.get(k)!r} != {now[k]!r} now" for k in ("qlib", "streams") if str(then.get(k)) != str(now[k])]
+    out = [
+        f"{k} {then.get(k)!r} != {now[k]!r} now"
+        for k in ("qlib", "streams")
+        if str(then.get(k)) != str(now[k])
+    ]
     return out
 
 
 def status(e: Entry | None, *, recompute: bool = False) -> str:
-    """"fresh" (stored, intact and matching the code), "stale" (stored, but from other code or
+    """ "fresh" (stored, intact and matching the code), "stale" (stored, but from other code or
     edited) or "missing". ``recompute``: also recompute the checkpoint (seconds)."""
     if e is None or not (e.json.exists() and e.npz.exists()):
         return "missing"
@@ -296,11 +319,17 @@ def row_status(name: str, params: Mapping, seed: Any, tier: str = "long") -> tup
     s = status(e)
     if s == "fresh":
         r = e.record()
-        return s, f"{tier} result {r['date'][:10]}, commit {r['commit'][:9]}, {r['replica_steps']:.3g} replica-steps"
+        return (
+            s,
+            f"{tier} result {r['date'][:10]}, commit {r['commit'][:9]}, "
+            f"{r['replica_steps']:.3g} replica-steps",
+        )
     return s, stale_row_text(tier) if s == "stale" else f"missing: run `{LONG_COMMAND}`"
 
 
-def lookup(name: str, params: Mapping, seed: Any, tiers: Sequence[str] = TIERS) -> dict[str, np.ndarray] | None:
+def lookup(
+    name: str, params: Mapping, seed: Any, tiers: Sequence[str] = TIERS
+) -> dict[str, np.ndarray] | None:
     """The arrays of a fresh stored entry in the first of ``tiers`` that holds one; None when
     none does. A stored entry that is not fresh is reported (:class:`ResultsWarning`) and not used."""
     for tier in tiers:
@@ -312,8 +341,9 @@ def lookup(name: str, params: Mapping, seed: Any, tiers: Sequence[str] = TIERS) 
             if got is None:
                 continue
             arrays, rec = got
-            if {k: rec.get(k) for k in ("name", "params", "seed")} != _jsonable({"name": name, "params": params,
-                                                                                 "seed": seed}):
+            if {k: rec.get(k) for k in ("name", "params", "seed")} != _jsonable(
+                {"name": name, "params": params, "seed": seed}
+            ):
                 raise ValueError("its record's name, parameters or seed differ")
             why = stale_reasons(rec)
             if why:
@@ -321,11 +351,14 @@ def lookup(name: str, params: Mapping, seed: Any, tiers: Sequence[str] = TIERS) 
             return arrays
         except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile, json.JSONDecodeError) as err:
             what = "recomputing" if tier == "default" else stale_row_text(tier)
-            warnings.warn(f"stored result {tier}/{e.stem.name} is stale ({err}); {what}", ResultsWarning, stacklevel=3)
+            warnings.warn(
+                f"stored result {tier}/{e.stem.name} is stale ({err}); {what}", ResultsWarning, stacklevel=3
+            )
     return None
 
 
 # --------------------------------------------------------------------------- verify
+
 
 def verify(e: Entry, *, recompute: bool = False) -> list[str]:
     """What is wrong with a stored entry (empty list: nothing). Its record must be the canonical
@@ -342,7 +375,9 @@ def verify(e: Entry, *, recompute: bool = False) -> list[str]:
         problems.append("record is not in its canonical form (edited by hand?)")
     if rec.get("record_sha256") != _self_hash(rec):
         problems.append("record does not match its own hash (edited?)")
-    if rec.get("key") != e.stem.name or entry_key(rec.get("name"), rec.get("params"), rec.get("seed")) != rec.get("key"):
+    if rec.get("key") != e.stem.name or entry_key(
+        rec.get("name"), rec.get("params"), rec.get("seed")
+    ) != rec.get("key"):
         problems.append("its key does not match its name, parameters and seed")
     try:
         if hashlib.sha256(e.npz.read_bytes()).hexdigest()[:16] != rec.get("npz_sha256"):
@@ -359,11 +394,14 @@ def verify(e: Entry, *, recompute: bool = False) -> list[str]:
         cp = rec["checkpoint"]
         got = checkpoint_hashes([cp["spec"]])[0]
         if got != cp["hash"]:
-            problems.append(f"checkpoint recomputed to hash {got}, recorded {cp['hash']} (the kernel or streams changed)")
+            problems.append(
+                f"checkpoint recomputed to hash {got}, recorded {cp['hash']} (the kernel or streams changed)"
+            )
     return problems
 
 
 # --------------------------------------------------------------------------- checkpoints
+
 
 def hetero_state_hash(state: Any, r: int) -> str:
     """Hash of replica r of a heterogeneous :class:`~qlib.heterogeneous.simulate.ChainState`."""
@@ -371,7 +409,9 @@ def hetero_state_hash(state: Any, r: int) -> str:
     for k, v in state._asdict().items():
         if v is not None:
             h.update(k.encode())
-            h.update(np.ascontiguousarray(np.asarray(v)[r]).astype(np.asarray(v).dtype.newbyteorder("<")).tobytes())
+            h.update(
+                np.ascontiguousarray(np.asarray(v)[r]).astype(np.asarray(v).dtype.newbyteorder("<")).tobytes()
+            )
     return h.hexdigest()[:16]
 
 
@@ -379,13 +419,18 @@ def checkpoint_spec(chain: Mapping, start_counts: Any, start_state: int) -> dict
     """The spec of replica 0 of a recorded chain, up to at most :data:`CHECKPOINT_STEPS` steps."""
     if chain.get("model") == "heterogeneous":
         spec = {k: chain[k] for k in ("model", "lam", "mus", "policy", "routing_exponent", "seed", "seeded")}
-        return spec | {"replica": 0, "steps": int(min(CHECKPOINT_STEPS, chain["first_call_steps"])),
-                       "start": {k: v for k, v in start_counts.items() if v is not None}
-                       | {"rng": str(int(start_counts["rng"]))}}
+        return spec | {
+            "replica": 0,
+            "steps": int(min(CHECKPOINT_STEPS, chain["first_call_steps"])),
+            "start": {k: v for k, v in start_counts.items() if v is not None}
+            | {"rng": str(int(start_counts["rng"]))},
+        }
     spec = {k: chain[k] for k in ("n", "d", "rate", "replacement", "variant", "capacity", "seed", "seeded")}
     spec["replica"] = 0
     spec["steps"] = int(min(CHECKPOINT_STEPS, chain["first_call_steps"]))
-    spec["counts"] = [int(x) for x in np.trim_zeros(np.asarray(start_counts, np.int64), "b")] or [int(chain["n"])]
+    spec["counts"] = [int(x) for x in np.trim_zeros(np.asarray(start_counts, np.int64), "b")] or [
+        int(chain["n"])
+    ]
     spec["state"] = str(int(start_state))
     return spec
 
@@ -416,14 +461,26 @@ def checkpoint_hashes(specs: Sequence[Mapping]) -> list[str]:
             seed = int(s["seed"])
             if s["seeded"]:
                 if not np.array_equal(_rng.replica_states_np(seed, np.arange(1)), state):
-                    raise ValueError(f"checkpoint spec: state {s['state']} is not replica 0's state of seed {seed}")
+                    raise ValueError(
+                        f"checkpoint spec: state {s['state']} is not replica 0's state of seed {seed}"
+                    )
                 init: Any = {"counts": u}
             else:  # a continued chain: its start is the state it was continued from
                 L1 = u.size
                 z = np.zeros((1, L1))
-                init = SupermarketResult(point=pt, steps=1, burn_in=0, seed=seed, tail_fraction=z, max_length=np.zeros(1, np.int64),
-                                         max_length_distribution=z, counts=u[None], batch_tail_fraction=z[:, None],
-                                         state=state, capacity=cap)
+                init = SupermarketResult(
+                    point=pt,
+                    steps=1,
+                    burn_in=0,
+                    seed=seed,
+                    tail_fraction=z,
+                    max_length=np.zeros(1, np.int64),
+                    max_length_distribution=z,
+                    counts=u[None],
+                    batch_tail_fraction=z[:, None],
+                    state=state,
+                    capacity=cap,
+                )
             pts.append(pt)
             inits.append(init)
             seeds.append(seed)
@@ -431,8 +488,17 @@ def checkpoint_hashes(specs: Sequence[Mapping]) -> list[str]:
         from qlib import cache
 
         with cache.not_recording():
-            res = simulate_many(pts, steps=[int(specs[i]["steps"]) for i in idx], replicas=1, seeds=seeds,
-                                initial=inits, replacement=repl, variant=variant, capacity=cap, progress=False)
+            res = simulate_many(
+                pts,
+                steps=[int(specs[i]["steps"]) for i in idx],
+                replicas=1,
+                seeds=seeds,
+                initial=inits,
+                replacement=repl,
+                variant=variant,
+                capacity=cap,
+                progress=False,
+            )
         for i, r in zip(idx, res):
             out[i] = state_hash(r.counts[0], r.state[0])
     return out  # type: ignore[return-value]
@@ -443,13 +509,20 @@ def _hetero_checkpoint(s: Mapping) -> str:
     from qlib.heterogeneous.simulate import ChainState, _fresh_state, simulate
 
     st = s["start"]
-    start = ChainState(rng=np.array([int(st["rng"])], np.uint64), busy=np.array([st["busy"]], bool),
-                       queue=np.array([st["queue"]], np.int64),
-                       idle_order=None if st.get("idle_order") is None else np.array([st["idle_order"]], np.int64))
-    kw = dict(steps=int(s["steps"]), policy=s["policy"], routing_exponent=s["routing_exponent"], progress=False)
+    start = ChainState(
+        rng=np.array([int(st["rng"])], np.uint64),
+        busy=np.array([st["busy"]], bool),
+        queue=np.array([st["queue"]], np.int64),
+        idle_order=None if st.get("idle_order") is None else np.array([st["idle_order"]], np.int64),
+    )
+    kw = dict(
+        steps=int(s["steps"]), policy=s["policy"], routing_exponent=s["routing_exponent"], progress=False
+    )
     with cache.not_recording():
         if s["seeded"]:  # from its seed: the start must be replica 0's fresh state of that seed
-            if hetero_state_hash(start, 0) != hetero_state_hash(_fresh_state(int(s["seed"]), 1, len(s["mus"]), s["policy"]), 0):
+            if hetero_state_hash(start, 0) != hetero_state_hash(
+                _fresh_state(int(s["seed"]), 1, len(s["mus"]), s["policy"]), 0
+            ):
                 raise ValueError(f"checkpoint spec: its start is not replica 0's start of seed {s['seed']}")
             r = simulate(s["lam"], s["mus"], seed=int(s["seed"]), replicas=1, **kw)
         else:
@@ -459,8 +532,14 @@ def _hetero_checkpoint(s: Mapping) -> str:
 
 # --------------------------------------------------------------------------- write and compare
 
-def compare(new: Mapping[str, np.ndarray], new_rec: Mapping, old: Mapping[str, np.ndarray], old_rec: Mapping,
-            rtol: float = FLOAT_RTOL) -> tuple[str, list[str]]:
+
+def compare(
+    new: Mapping[str, np.ndarray],
+    new_rec: Mapping,
+    old: Mapping[str, np.ndarray],
+    old_rec: Mapping,
+    rtol: float = FLOAT_RTOL,
+) -> tuple[str, list[str]]:
     """("bit" | "tol" | "mismatch", what differs): integer, boolean and string arrays, the hashes
     of every chain's final counts and random states and the checkpoint must agree bit for bit;
     float arrays to ``rtol`` times the array's largest magnitude (NaNs in the same places)."""
@@ -495,8 +574,9 @@ def compare(new: Mapping[str, np.ndarray], new_rec: Mapping, old: Mapping[str, n
     return ("tol", [f"{k} within {rtol:g}" for k in inexact]) if inexact else ("bit", [])
 
 
-def commit(tier: str, name: str, params: Mapping, seed: Any, arrays: Mapping[str, np.ndarray],
-           provenance: Mapping) -> str:
+def commit(
+    tier: str, name: str, params: Mapping, seed: Any, arrays: Mapping[str, np.ndarray], provenance: Mapping
+) -> str:
     """Store a newly computed entry in ``tier``, comparing it with the stored one first: an
     entry that reproduces is left as it is (its record keeps the original provenance); a new or
     changed one is written (atomically: the .npz, then the .json). The outcome ("new", "bit",
@@ -527,8 +607,16 @@ def commit(tier: str, name: str, params: Mapping, seed: Any, arrays: Mapping[str
         _PROGRESS.update(rec)
     log = os.environ.get(LOG_ENV)
     if log:
-        line = json.dumps({"tier": tier, "entry": e.stem.name, "outcome": outcome, "details": details,
-                           "wall_s": rec["wall_s"], "replica_steps": rec["replica_steps"]})
+        line = json.dumps(
+            {
+                "tier": tier,
+                "entry": e.stem.name,
+                "outcome": outcome,
+                "details": details,
+                "wall_s": rec["wall_s"],
+                "replica_steps": rec["replica_steps"],
+            }
+        )
         with open(log, "a") as f:
             f.write(line + "\n")
     return outcome
@@ -557,8 +645,10 @@ def report(log: Sequence[Mapping]) -> tuple[str, bool]:
     ok = [k for k, r in cmp.items() if r["outcome"] in ("bit", "tol")]
     bit = sum(r["outcome"] == "bit" for r in cmp.values())
     new = sorted(k for k, r in last.items() if r["outcome"] == "new")
-    lines = [f"[qlib] results: reproduced {len(ok)} of {len(cmp)} stored entries ({bit} bit for bit, "
-             f"{len(ok) - bit} within a relative {FLOAT_RTOL:g} on derived floats)"]
+    lines = [
+        f"[qlib] results: reproduced {len(ok)} of {len(cmp)} stored entries ({bit} bit for bit, "
+        f"{len(ok) - bit} within a relative {FLOAT_RTOL:g} on derived floats)"
+    ]
     for k, r in sorted(cmp.items()):
         if r["outcome"] == "mismatch":
             lines.append(f"[qlib]   MISMATCH {k}: " + "; ".join(r["details"]))
@@ -601,15 +691,21 @@ def note(prefixes: Sequence[str] | None = None, tier: str = "default") -> str:
     wall = sum(r["wall_s"] / max(1, r.get("computed_together", 1)) for r in recs)
     steps = sum(r["replica_steps"] for r in recs)
     when = dates[0] if dates[0] == dates[-1] else f"{dates[0]} to {dates[-1]}"
-    return (f"Drawn from results/{tier}/ ({len(recs)} entries, computed {when} at commit {', '.join(commits)}: "
-            f"{steps:.3g} replica-steps, {wall / 60:.1f} min of wall time on {recs[0]['machine'].get('cpu', '?')}); "
-            f"`{cmd}` recomputes them and checks that they reproduce.")
+    return (
+        f"Drawn from results/{tier}/ ({len(recs)} entries, computed {when} at commit {', '.join(commits)}: "
+        f"{steps:.3g} replica-steps, {wall / 60:.1f} min of wall time on "
+        f"{recs[0]['machine'].get('cpu', '?')}); "
+        f"`{cmd}` recomputes them and checks that they reproduce."
+    )
 
 
 def summary(tiers: Sequence[str] = TIERS) -> str:
     """One line per stored entry: tier, name, status, replica-steps, wall time, date, machine.
     The costs are the records', never typed."""
-    lines = [f"{'tier':<8} {'entry':<48} {'status':<7} {'replica-steps':>13} {'wall s':>8} {'cpu s':>8}  date        cpu"]
+    lines = [
+        f"{'tier':<8} {'entry':<48} {'status':<7} {'replica-steps':>13} {'wall s':>8} {'cpu s':>8}"
+        "  date        cpu"
+    ]
     tot: dict[str, float] = {}
     for tier in tiers:
         for e in entries(tier):
@@ -620,19 +716,49 @@ def summary(tiers: Sequence[str] = TIERS) -> str:
                 continue
             share = r["wall_s"] / max(1, r.get("computed_together", 1))
             tot[tier] = tot.get(tier, 0.0) + share
-            lines.append(f"{tier:<8} {e.stem.name:<48} {status(e):<7} {r['replica_steps']:>13.3g} {r['wall_s']:>8.1f} "
-                         f"{r['cpu_s']:>8.1f}  {r['date'][:10]}  {r['machine'].get('cpu', '')} ({r['machine'].get('cores')} cores)")
+            lines.append(
+                f"{tier:<8} {e.stem.name:<48} {status(e):<7} {r['replica_steps']:>13.3g} {r['wall_s']:>8.1f} "
+                f"{r['cpu_s']:>8.1f}  {r['date'][:10]}  {r['machine'].get('cpu', '')} "
+                f"({r['machine'].get('cores')} cores)"
+            )
     for tier, s in tot.items():
-        lines.append(f"{tier}: {s / 60:.1f} min of wall time (entries computed together share their batch's time)")
+        lines.append(
+            f"{tier}: {s / 60:.1f} min of wall time (entries computed together share their batch's time)"
+        )
     return "\n".join(lines)
 
 
-__all__ = ["TIERS", "FLOAT_RTOL", "CHECKPOINT_STEPS", "Entry", "ResultsWarning", "entry", "entries", "entry_key",
-           "read", "lookup", "note", "status", "stale_row_text", "row_status", "verify", "compare", "commit", "report",
-           "prune", "summary", "checkpoint_hashes", "state_hash", "array_hash", "make_record", "machine"]
+__all__ = [
+    "TIERS",
+    "FLOAT_RTOL",
+    "CHECKPOINT_STEPS",
+    "Entry",
+    "ResultsWarning",
+    "entry",
+    "entries",
+    "entry_key",
+    "read",
+    "lookup",
+    "note",
+    "status",
+    "stale_row_text",
+    "row_status",
+    "verify",
+    "compare",
+    "commit",
+    "report",
+    "prune",
+    "summary",
+    "checkpoint_hashes",
+    "state_hash",
+    "array_hash",
+    "make_record",
+    "machine",
+]
 
 
 # --------------------------------------------------------------------------- runs that write a tier
+
 
 @contextlib.contextmanager
 def writing(tier: str, command_line: str, *, prune_after: bool = False, out=print):
@@ -668,8 +794,10 @@ def writing(tier: str, command_line: str, *, prune_after: bool = False, out=prin
         if completed and prune_after and entries_log:
             gone = prune(tier, {r["entry"] for r in entries_log if r["tier"] == tier})
             if gone:
-                out(f"[qlib] results: removed {len(gone)} entries of results/{tier} that no study asks for: "
-                    + ", ".join(gone))
+                out(
+                    f"[qlib] results: removed {len(gone)} entries of results/{tier} that no study asks for: "
+                    + ", ".join(gone)
+                )
         try:
             os.unlink(log)
         except OSError:
@@ -696,11 +824,15 @@ class _Progress:
         rate = self.done / wall if wall > 0 else 0.0
         if self.estimate > 0 and rate > 0:
             left = max(0.0, self.estimate - self.done) / rate
-            eta = f"{self.done / self.estimate:4.0%} of ~{self.estimate:.3g} replica-steps, ETA {left / 60:.0f} min"
+            eta = (f"{self.done / self.estimate:4.0%} of ~{self.estimate:.3g} replica-steps, "
+                   f"ETA {left / 60:.0f} min")
         else:
             eta = "no default-tier records to size the job: no ETA"
-        self.out(f"[qlib] results-long: {self.entries} entries stored ({rec.get('key')}), "
-                 f"{self.done:.3g} replica-steps at {rate:.3g}/s, {wall / 60:.1f} min; {eta}", flush=True)
+        self.out(
+            f"[qlib] results-long: {self.entries} entries stored ({rec.get('key')}), "
+            f"{self.done:.3g} replica-steps at {rate:.3g}/s, {wall / 60:.1f} min; {eta}",
+            flush=True,
+        )
 
 
 _PROGRESS: _Progress | None = None
@@ -713,7 +845,9 @@ def long_jobs(only: Sequence[str] | None = None) -> list[tuple[str, str]]:
 
     jobs = [(t, m) for t, m in STUDIES.items() if not only or any(o in t or o in m for o in only)]
     if not jobs:
-        raise ValueError(f"--only {list(only or [])} matches no study; the studies are {list(STUDIES.values())}")
+        raise ValueError(
+            f"--only {list(only or [])} matches no study; the studies are {list(STUDIES.values())}"
+        )
     return jobs
 
 
@@ -762,6 +896,7 @@ def run_long(jobs: Sequence[tuple[str, Any]], *, scale: float, mode: str = "full
 
 # --------------------------------------------------------------------------- command line
 
+
 def _spawn_processes(argv: Sequence[str], processes: int) -> int:
     """Run ``python -m qlib.distributed ARGV`` in ``processes`` local processes (one job)."""
     import socket
@@ -772,10 +907,19 @@ def _spawn_processes(argv: Sequence[str], processes: int) -> int:
         port = s.getsockname()[1]
     procs = []
     for i in range(processes):
-        env = dict(os.environ, JAX_COORDINATOR_ADDRESS=f"127.0.0.1:{port}", QLIB_NUM_PROCESSES=str(processes),
-                   QLIB_PROCESS_ID=str(i))
-        procs.append(subprocess.Popen([sys.executable, "-m", "qlib.distributed", *argv], env=env,
-                                      stdout=None if i == 0 else subprocess.DEVNULL))
+        env = dict(
+            os.environ,
+            JAX_COORDINATOR_ADDRESS=f"127.0.0.1:{port}",
+            QLIB_NUM_PROCESSES=str(processes),
+            QLIB_PROCESS_ID=str(i),
+        )
+        procs.append(
+            subprocess.Popen(
+                [sys.executable, "-m", "qlib.distributed", *argv],
+                env=env,
+                stdout=None if i == 0 else subprocess.DEVNULL,
+            )
+        )
     codes = [p.wait() for p in procs]
     return max(codes)
 
@@ -787,9 +931,13 @@ def cli(a) -> int:
             bad = 0
             for tier in TIERS:
                 for e in entries(tier):
-                    problems = verify(e, recompute=True) + stale_reasons(e.record() if e.json.exists() else {})
+                    problems = verify(e, recompute=True) + stale_reasons(
+                        e.record() if e.json.exists() else {}
+                    )
                     bad += bool(problems)
-                    print(f"{tier}/{e.stem.name}: {'; '.join(problems) if problems else 'verified'}", flush=True)
+                    print(
+                        f"{tier}/{e.stem.name}: {'; '.join(problems) if problems else 'verified'}", flush=True
+                    )
             print(f"[qlib] results: {bad} entries fail verification")
             return 1 if bad else 0
         print(summary())
@@ -797,9 +945,16 @@ def cli(a) -> int:
     if a.processes < 1:
         raise ValueError(f"--processes must be an integer >= 1; got {a.processes}")
     if a.processes > 1 and not os.environ.get("QLIB_NUM_PROCESSES"):
-        argv = ["results-long", "--scale", repr(a.scale or 10.0)] + (["--only", *a.only] if a.only else []) \
+        argv = (
+            ["results-long", "--scale", repr(a.scale or 10.0)]
+            + (["--only", *a.only] if a.only else [])
             + (["--smoke"] if a.smoke else [])
+        )
         return _spawn_processes(argv, a.processes)
-    run_long(long_jobs(a.only), scale=a.scale or 10.0, mode="smoke" if a.smoke else "full",
-             out=lambda *x, **k: print(*x, **k) if _primary() else None)
+    run_long(
+        long_jobs(a.only),
+        scale=a.scale or 10.0,
+        mode="smoke" if a.smoke else "full",
+        out=lambda *x, **k: print(*x, **k) if _primary() else None,
+    )
     return 0

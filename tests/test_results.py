@@ -23,6 +23,7 @@ def tiers(tmp_path, monkeypatch):
 
 def _sweep(calls, bump=None):
     """A two-point sweep of real simulations (continued once, as the equilibrium estimates do)."""
+
     def compute(idx):
         calls.extend(idx)
         pts = [[(60, 2, 0.9), (80, 3, 0.8)][j] for j in idx]
@@ -32,6 +33,7 @@ def _sweep(calls, bump=None):
         if bump:
             out = [{k: bump(k, v) for k, v in o.items()} for o in out]
         return out
+
     return compute
 
 
@@ -52,11 +54,29 @@ def test_figures_run_stores_entries_with_provenance_then_reproduces_them(tiers):
     stored = results.entries("default")
     assert len(stored) == 2
     rec = stored[0].record()
-    assert {"command", "commit", "versions", "params", "seed", "replicas", "steps", "wall_s", "cpu_s", "machine",
-            "simulations", "checkpoint", "arrays"} <= set(rec)
+    assert {
+        "command",
+        "commit",
+        "versions",
+        "params",
+        "seed",
+        "replicas",
+        "steps",
+        "wall_s",
+        "cpu_s",
+        "machine",
+        "simulations",
+        "checkpoint",
+        "arrays",
+    } <= set(rec)
     assert {"qlib", "streams", "jax", "numpy"} <= set(rec["versions"]) and rec["command"] == "make figures"
     (chain,) = rec["simulations"]  # the continued call extends its chain's record
-    assert chain["calls"] == 2 and chain["steps"] == 6000 and chain["burn_in"] == 500 and len(chain["final"]) == 3
+    assert (
+        chain["calls"] == 2
+        and chain["steps"] == 6000
+        and chain["burn_in"] == 500
+        and len(chain["final"]) == 3
+    )
     assert chain["seed"] == rec["seed"] and chain["seeded"]
     assert rec["checkpoint"]["spec"]["steps"] == 6500  # the whole chain is shorter than CHECKPOINT_STEPS
     assert rec["checkpoint"]["hash"] == chain["final"][0]  # so its checkpoint is replica 0's final state
@@ -66,7 +86,9 @@ def test_figures_run_stores_entries_with_provenance_then_reproduces_them(tiers):
     text = _figures_run(calls)  # make figures again: recomputed, compared, files untouched
     assert calls == [0, 1, 0, 1]
     assert "reproduced 2 of 2 stored entries (2 bit for bit" in text and "MISMATCH" not in text
-    assert before == {e.stem.name: (e.npz.read_bytes(), e.json.read_bytes()) for e in results.entries("default")}
+    assert before == {
+        e.stem.name: (e.npz.read_bytes(), e.json.read_bytes()) for e in results.entries("default")
+    }
 
     # a derived float that moves in its 15th digit is reproduced "within 1e-12"; more is a named mismatch
     text = _figures_run(calls, bump=lambda k, v: v * (1 + 1e-14) if k == "tail" else v)
@@ -94,7 +116,10 @@ def test_a_fresh_clone_reads_the_stored_results_and_not_stale_ones(tiers, monkey
     with pytest.warns(results.ResultsWarning, match=r"streams '2' != '3' now\); recomputing"):
         cache.cached_points("sweep", PARAMS, [11, 12], _sweep(calls), group=2)
     assert calls == [0, 1, 0, 1]
-    assert results.row_status("sweep", PARAMS[0], 11, tier="default") == ("stale", "stale: rerun `make figures`")
+    assert results.row_status("sweep", PARAMS[0], 11, tier="default") == (
+        "stale",
+        "stale: rerun `make figures`",
+    )
     assert results.row_status("sweep", PARAMS[0], 11)[0] == "missing"  # nothing in the long tier
 
 
@@ -110,7 +135,11 @@ def test_one_edited_byte_fails_verification(tiers):
         c = results.Entry("default", copy)
         path = c.npz if which == "npz" else c.json
         data = bytearray(path.read_bytes())
-        data[pos] = (data[pos] + 1) % 256 if chr(data[pos]) not in "0123456789" else ord("7" if data[pos] != ord("7") else "3")
+        data[pos] = (
+            (data[pos] + 1) % 256
+            if chr(data[pos]) not in "0123456789"
+            else ord("7" if data[pos] != ord("7") else "3")
+        )
         path.write_bytes(bytes(data))
         assert results.verify(c), f"an edited byte at {pos} of the {which} passed verification"
         assert results.status(c) == "stale"
@@ -123,11 +152,15 @@ def test_a_changed_kernel_fails_the_checkpoint(tiers):
     assert results.checkpoint_hashes([spec]) == [e.record()["checkpoint"]["hash"]]
     from qlib import _rng
 
-    other_seed = dict(spec, seed=spec["seed"] + 1, state=str(int(_rng.replica_states_np(spec["seed"] + 1, np.arange(1))[0])))
+    other_seed = dict(
+        spec, seed=spec["seed"] + 1, state=str(int(_rng.replica_states_np(spec["seed"] + 1, np.arange(1))[0]))
+    )
     other_kernel = dict(spec, variant=["departure_off_by_one", 0.0])
     h = results.checkpoint_hashes([other_seed, other_kernel])
     assert e.record()["checkpoint"]["hash"] not in h
-    with pytest.raises(ValueError, match="not replica 0's state of seed"):  # a spec whose state lies about its seed
+    with pytest.raises(
+        ValueError, match="not replica 0's state of seed"
+    ):  # a spec whose state lies about its seed
         results.checkpoint_hashes([dict(spec, seed=spec["seed"] + 1)])
 
 
@@ -144,7 +177,10 @@ def test_long_tier_resumes_point_by_point_after_an_interruption(tiers):
             done.extend(idx)
             res = simulate_many([(50 + 10 * j, 2, 0.9) for j in idx], steps=2000, replicas=2, seeds=idx)
             return [{"tail": r.tail_fraction} for r in res]
-        return lambda: cache.cached_points("long_sweep", [{"j": j} for j in range(3)], [0, 1, 2], compute, group=3)
+
+        return lambda: cache.cached_points(
+            "long_sweep", [{"j": j} for j in range(3)], [0, 1, 2], compute, group=3
+        )
 
     lines = []
     out = lambda *a, **k: lines.append(" ".join(map(str, a)))  # noqa: E731
@@ -242,10 +278,22 @@ def test_heterogeneous_runs_are_recorded_and_their_checkpoint_recomputes():
         r = hsim(0.9, [1.0, 0.5], steps=3000, replicas=2, seed=4, policy="longest_idle")
         hsim(0.9, [1.0, 0.5], steps=3000, initial=r, policy="longest_idle")  # continued: the same chain
     (chain,) = rec.chains
-    assert chain["model"] == "heterogeneous" and chain["calls"] == 2 and chain["steps"] == 6000 and chain["seeded"]
+    assert (
+        chain["model"] == "heterogeneous"
+        and chain["calls"] == 2
+        and chain["steps"] == 6000
+        and chain["seeded"]
+    )
     (prov,) = rec.provenance([4])
     cp = prov["checkpoint"]
     assert cp["spec"]["steps"] == 6000 and cp["hash"] == chain["final"][0]  # the whole chain: its final state
     assert results.checkpoint_hashes([cp["spec"]]) == [cp["hash"]]
-    assert results.checkpoint_hashes([dict(cp["spec"], policy="random", start={k: v for k, v in cp["spec"]["start"].items()
-                                                                              if k != "idle_order"})]) != [cp["hash"]]
+    assert results.checkpoint_hashes(
+        [
+            dict(
+                cp["spec"],
+                policy="random",
+                start={k: v for k, v in cp["spec"]["start"].items() if k != "idle_order"},
+            )
+        ]
+    ) != [cp["hash"]]
