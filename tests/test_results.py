@@ -271,6 +271,49 @@ def test_note_says_where_the_numbers_come_from(tiers):
     assert text.startswith("Drawn from results/default/ (2 entries") and "`make figures` recomputes" in text
 
 
+def test_claims_json_is_the_same_on_any_cpu():
+    """Derived floats that differ in their last bits (as BLAS kernels on two CPUs give) publish
+    the same claims.json; round-off-level residuals publish as "< 1e-12"."""
+    from qlib import claims
+
+    def rows(eps):
+        cf = claims.Counterfactual(
+            "near model",
+            f"|sim - exact|/SE = {65.12734223588045 * (1 + eps)!r}",
+            False,
+            value=-0.10599040773329493 * (1 + eps),
+            near=True,
+            se_distance=65.12734223588045 * (1 + eps),
+        )
+        return [
+            claims.ClaimRow(
+                "a claim",
+                "n=1000",
+                "theory",
+                f"residual {4.4e-16 if eps == 0 else 2.2e-16:.2g}",
+                True,
+                counterfactuals=[cf],
+                taus=20.000057842365162 * (1 + eps),
+            )
+        ]
+
+    one, two = claims.to_json(rows(0.0)), claims.to_json(rows(3e-15))
+    assert one == two
+    row = json.loads(one)[0]
+    assert row["taus"] == 20.0001 and row["counterfactuals"][0]["value"] == -0.10599
+    assert row["counterfactuals"][0]["se_distance"] == 65.1273 and row["measured"] == "residual < 1e-12"
+    assert row["counterfactuals"][0]["measured"] == "|sim - exact|/SE = 65.1273"
+    assert claims.published([1e-3, 0.0, 7, "n = 100000, lam = 0.9, 1e-5"]) == [
+        0.001,
+        0.0,
+        7,
+        "n = 100000, lam = 0.9, 1e-5",
+    ]
+    assert (
+        claims.published(-4.4e-16) == "< 1e-12" and claims.published("lam=0.9099999999999999") == "lam=0.91"
+    )
+
+
 def test_heterogeneous_runs_are_recorded_and_their_checkpoint_recomputes():
     from qlib.heterogeneous import simulate as hsim
 
