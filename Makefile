@@ -8,7 +8,10 @@
 # make mutants  — the mutation check: named one-line mutants of the kernels, each must fail
 #                 the tests (tests/mutants/run.py).
 # make figures  — set up and run the main job: every notebook in full mode -> figures/,
-#                 and the claims table -> figures/claims.md.
+#                 and the claims table -> figures/claims.md; recomputes results/default/ and
+#                 compares it with the stored entries ("reproduced N of N"; docs/running.md).
+# make results-long — the long tier -> results/long/ (scale 10; resumable: rerun after a kill;
+#                 PROCESSES=N local processes, ONLY=name a study, SCALE=S).
 # make bench    — the benchmark suite -> benchmarks/README.md tables and plots.
 # make browser-test — JupyterLab in headless Chromium on the repository: Run All of each notebook
 #                 (timed), every slider's key-press-to-redraw latency, git status unchanged, the
@@ -23,7 +26,7 @@ PY := python
 endif
 STAMP := $(if $(VENV),$(VENV),.)/.qlib-installed
 
-.PHONY: setup lint test test-quick validate mutants figures bench bench-quick browser-test claims clean lab
+.PHONY: setup lint test test-quick validate mutants figures results-long bench bench-quick browser-test claims clean lab
 
 # The install: uv where it installs (parallel downloads and unpacking: ~25 s from nothing on the
 # 2-core machine, against ~50 s for pip), else pip (>= 21.3 for an editable install from
@@ -64,6 +67,9 @@ mutants: setup
 
 figures: setup
 	$(PY) -m qlib figures
+
+results-long: setup
+	$(PY) -m qlib results-long --scale $(or $(SCALE),10) --processes $(or $(PROCESSES),1) $(if $(ONLY),--only $(ONLY))
 
 claims: setup
 	$(PY) -m qlib reproduce

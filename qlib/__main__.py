@@ -18,6 +18,7 @@ FAIL), and 2 when something goes wrong.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import re
 import sys
@@ -130,18 +131,34 @@ def main(argv: list[str] | None = None) -> int:
     f = sub.add_parser("figures", help="run every notebook in full mode, then write figures/claims.md")
     f.add_argument("--only", nargs="*", help="only notebooks whose name contains one of these")
     f.add_argument("--smoke", action="store_true", help="smoke mode (tiny parameters), for a dry run")
-    for p in (r, f):
+    lg = sub.add_parser("results-long", help="compute the long tier of results/ (resumable; see docs/running.md)")
+    lg.add_argument("--only", nargs="*", help="only the studies whose name contains one of these")
+    lg.add_argument("--processes", type=int, default=1, help="local processes sharing each run (qlib.distributed)")
+    lg.add_argument("--smoke", action="store_true", help=argparse.SUPPRESS)
+    rs = sub.add_parser("results", help="list the stored results (results/) with their cost, or verify them")
+    rs.add_argument("--summary", action="store_true", help="one line per stored entry (the default)")
+    rs.add_argument("--verify", action="store_true", help="check every stored entry and recompute its checkpoint")
+    for p in (r, f, lg):
         p.add_argument("--scale", type=float, default=None,
                        help="multiply every full-mode run length by this factor (default 1)")
     a = ap.parse_args(argv)
     try:
-        if a.scale is not None:
+        if getattr(a, "scale", None) is not None:
             if not (a.scale > 0 and a.scale != float("inf")):
                 raise ValueError(f"--scale must be a finite number > 0; got {a.scale!r}")
             os.environ[SCALE_ENV] = repr(float(a.scale))
         if a.cmd == "reproduce":
             return reproduce(a.quick, a.markdown, a.json)
-        return figures(a.only, a.smoke)
+        if a.cmd in ("results-long", "results"):
+            from qlib.results import cli
+
+            return cli(a)
+        from qlib import results  # make figures recomputes results/default and compares (docs/running.md)
+
+        default = not a.smoke and a.scale in (None, 1.0)  # --scale runs write no default tier
+        writing = results.writing("default", "make figures", prune_after=not a.only)
+        with writing if default else contextlib.nullcontext():
+            return figures(a.only, a.smoke)
     except KeyboardInterrupt:
         print("qlib: interrupted", file=sys.stderr)
         return EXIT_ERROR

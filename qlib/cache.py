@@ -13,17 +13,29 @@ never a raw traceback.
 
 Sweeps cache **per point** (:func:`cached_points`), so an interrupted sweep resumes from the
 points already done.
+
+The stored results tier (:mod:`qlib.results`, ``results/`` in the repository) sits behind the
+local cache: a lookup tries the local cache, then a fresh entry of ``results/default/`` and
+``results/long/`` (read-only; a stale one is reported and not used), then computes. When a run
+writes a tier (``$QLIB_RESULTS_WRITE``, set by ``python -m qlib figures`` and ``results-long``),
+every computed entry is also compared with the stored one and written there with its record;
+the simulations it ran report to a :func:`recording` (one hook in
+:func:`qlib.supermarket.simulate`'s driver), which gives the record its chains and checkpoint.
 """
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import hashlib
 import json
 import os
 import subprocess
+import time
 import tempfile
 import warnings
 import zipfile
+import zlib
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
@@ -94,13 +106,16 @@ def _files(stem: Path) -> tuple[Path, Path]:
     return stem.parent / (stem.name + ".npz"), stem.parent / (stem.name + ".json")
 
 
-def _load(stem: Path, record: dict) -> dict[str, np.ndarray] | None:
-    """The arrays of a complete, matching entry; None (after a warning) for a bad one."""
+def _load(stem: Path, record: dict, run: str | None = None) -> dict[str, np.ndarray] | None:
+    """The arrays of a complete, matching entry; None (after a warning) for a bad one. With
+    ``run``: only an entry computed in that run (``make figures`` computes each entry once)."""
     npz, meta = _files(stem)
     if not (npz.exists() and meta.exists()):
         return None
     try:
         m = json.loads(meta.read_text())
+        if run is not None and m.get("run") != run:
+            return None
         if {k: m.get(k) for k in record} != record:
             raise ValueError("its record (parameters, seed, versions) does not match")
         with np.load(npz) as f:
@@ -108,7 +123,7 @@ def _load(stem: Path, record: dict) -> dict[str, np.ndarray] | None:
         if sorted(arrays) != sorted(m.get("arrays", [])):
             raise ValueError(f"it holds arrays {sorted(arrays)}, its record lists {m.get('arrays')}")
         return arrays
-    except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile, json.JSONDecodeError) as e:
+    except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile, zlib.error, json.JSONDecodeError) as e:
         warnings.warn(f"cache entry {stem.name} is unreadable ({type(e).__name__}: {e}); recomputing",
                       CacheWarning, stacklevel=3)
         for p in (npz, meta):
@@ -119,26 +134,20 @@ def _load(stem: Path, record: dict) -> dict[str, np.ndarray] | None:
         return None
 
 
-def _store(stem: Path, record: dict, arrays: dict[str, np.ndarray]) -> None:
+def _store(stem: Path, record: dict, arrays: dict[str, np.ndarray], run: str | None = None) -> None:
     npz, meta_path = _files(stem)
     _atomic_write(npz, lambda f: np.savez(f, **arrays), binary=True)
-    meta = dict(record, git_commit=git_commit(), arrays=sorted(arrays))
+    meta = dict(record, git_commit=git_commit(), arrays=sorted(arrays), **({"run": run} if run else {}))
     _atomic_write(meta_path,
                   lambda f: f.write(json.dumps(meta, indent=1, sort_keys=True, default=str)), binary=False)
 
 
 def cached(name: str, params: Mapping, seed: int, compute: Callable[[], Mapping[str, Any]],
            *, refresh: bool | None = None) -> dict[str, np.ndarray]:
-    """Return ``compute()``'s arrays, from the cache when this (name, params, seed) ran before."""
-    record = _record(name, params, seed)
-    stem = cache_dir() / key(name, params, seed)
-    if not _refresh(refresh):
-        hit = _load(stem, record)
-        if hit is not None:
-            return hit
-    arrays = {k: np.asarray(v) for k, v in compute().items()}
-    _store(stem, record, arrays)
-    return arrays
+    """Return ``compute()``'s arrays, from the cache (or the stored results) when this
+    (name, params, seed) ran before."""
+    return _cached_points(name, [params], [seed], lambda idx: [compute()], group=1, refresh=refresh,
+                          study=getattr(compute, "__module__", None))[0]
 
 
 def cached_points(name: str, params: Sequence[Mapping], seeds: Sequence[int],
@@ -149,27 +158,188 @@ def cached_points(name: str, params: Sequence[Mapping], seeds: Sequence[int],
     :func:`qlib.supermarket.simulate_many` kernel) and returns their arrays in that order.
 
     Missing points are computed ``group`` at a time and stored as each group finishes, so an
-    interrupted sweep recomputes only the unfinished group.
+    interrupted sweep recomputes only the unfinished group. A point is looked up in the local
+    cache, then in the stored results (:func:`qlib.results.lookup`); while a run writes a results
+    tier, see the module docstring.
     """
+    return _cached_points(name, params, seeds, compute, group=group, refresh=refresh,
+                          study=getattr(compute, "__module__", None))
+
+
+def _cached_points(name, params, seeds, compute, *, group, refresh, study):
+    from qlib import results
+
     if len(params) != len(seeds):
         raise ValueError(f"params and seeds must have the same length; got {len(params)} and {len(seeds)}")
     records = [_record(name, p, s) for p, s in zip(params, seeds)]
     stems = [cache_dir() / key(name, p, s) for p, s in zip(params, seeds)]
+    tier, run = results.write_tier(), results.run_id()
+    refresh = _refresh(refresh)
     out: list[dict[str, np.ndarray] | None] = [None] * len(params)
-    if not _refresh(refresh):
-        for j, (stem, rec) in enumerate(zip(stems, records)):
-            out[j] = _load(stem, rec)
+    for j, (stem, rec) in enumerate(zip(stems, records)):
+        if tier == "default":  # make figures: every entry computed (once in this run) and compared
+            out[j] = _load(stem, rec, run=run) if run else None
+        elif tier == "long":  # results-long: what a tier holds fresh is done (resumable per point)
+            out[j] = None if refresh else results.lookup(name, params[j], seeds[j])
+        else:
+            if not refresh:
+                out[j] = _load(stem, rec)
+            if out[j] is None and not refresh:
+                out[j] = results.lookup(name, params[j], seeds[j])
     missing = [j for j, o in enumerate(out) if o is None]
+    if tier == "long":
+        group = 1  # a long run stores (and resumes) point by point
     for g in range(0, len(missing), max(1, group)):
         idx = missing[g: g + group]
-        results = list(compute(idx))
-        if len(results) != len(idx):
-            raise ValueError(f"compute returned {len(results)} results for {len(idx)} points")
-        for j, res in zip(idx, results):
-            arrays = {k: np.asarray(v) for k, v in res.items()}
-            _store(stems[j], records[j], arrays)
-            out[j] = arrays
+        with (recording() if tier else contextlib.nullcontext()) as rec:
+            got = list(compute(idx))
+        if len(got) != len(idx):
+            raise ValueError(f"compute returned {len(got)} results for {len(idx)} points")
+        arrays = [{k: np.asarray(v) for k, v in res.items()} for res in got]
+        for j, a in zip(idx, arrays):
+            _store(stems[j], records[j], a, run=run if tier else None)
+            out[j] = a
+        if tier:
+            for j, prov in zip(idx, rec.provenance([seeds[j] for j in idx])):
+                results.commit(tier, name, params[j], seeds[j], out[j], prov | {"study": study})
     return out  # type: ignore[return-value]
+
+
+# --------------------------------------------------------------------------- the recorder
+
+_RECORDER: contextvars.ContextVar = contextvars.ContextVar("qlib_cache_recorder", default=None)
+
+
+class Recorder:
+    """The simulations run inside :func:`recording`: one record per simulated chain (a point of
+    a simulate / simulate_many call; a call that continues a recorded chain extends its record),
+    with its start, steps, and the hash of each replica's final counts and random state."""
+
+    def __init__(self, parent: "Recorder | None" = None):
+        self.parent = parent
+        self.chains: list[dict] = []
+        self._start0: list[tuple[np.ndarray, int]] = []  # replica 0's start counts and state, per chain
+        self._open: dict[tuple, int] = {}  # (point, final hashes) -> chain: where a continuation resumes
+        self.wall_s = self.cpu_s = 0.0
+
+    def add(self, plans: Sequence, results: Sequence, variant: Any, capacity: int | None) -> None:
+        """Called by the simulation driver with each point's plan (point, steps, burn_in, seed,
+        u0, rng0) and result (counts, state)."""
+        from qlib import _rng
+        from qlib.results import state_hash
+
+        var = [str(getattr(variant, "kind", "model")), float(getattr(variant, "value", 0.0))]
+        for p, r in zip(plans, results):
+            R = int(r.counts.shape[0])
+            pt = p.point
+            what = (pt.n, pt.d, json.dumps(pt.rate), bool(pt.replacement), tuple(var), capacity)
+            start = tuple(state_hash(p.u0[i], p.rng0[i]) for i in range(R))
+            final = [state_hash(r.counts[i], r.state[i]) for i in range(R)]
+            j = self._open.pop((what, start), None)
+            if j is None:
+                seeded = bool(np.array_equal(np.asarray(p.rng0, np.uint64),
+                                             _rng.replica_states_np(int(p.seed), np.arange(R))))
+                self.chains.append({"n": int(pt.n), "d": int(pt.d), "rate": dict(pt.rate),
+                                    "replacement": bool(pt.replacement), "variant": var, "capacity": capacity,
+                                    "seed": int(p.seed), "seeded": seeded, "replicas": R, "calls": 0,
+                                    "steps": 0, "burn_in": 0, "final": []})
+                self._start0.append((np.asarray(p.u0[0], np.int64).copy(), int(p.rng0[0])))
+                j = len(self.chains) - 1
+            c = self.chains[j]
+            c["calls"] += 1
+            c["steps"] += int(p.steps)
+            c["burn_in"] += int(p.burn_in)
+            c["final"] = final
+            self._open[(what, tuple(final))] = j
+        if self.parent is not None:
+            self.parent.add(plans, results, variant, capacity)
+
+    def add_heterogeneous(self, res: Any, start: Any, routing_exponent: float | None, seeded: bool) -> None:
+        """Called by :func:`qlib.heterogeneous.simulate` with its result and start state."""
+        from qlib.results import hetero_state_hash
+
+        R = int(res.busy_fraction.shape[0])
+        what = ("heterogeneous", float(res.lam), tuple(float(x) for x in res.mus), res.policy, routing_exponent)
+        first = tuple(hetero_state_hash(start, i) for i in range(R))
+        final = [hetero_state_hash(res.state, i) for i in range(R)]
+        j = self._open.pop((what, first), None)
+        if j is None:
+            self.chains.append({"model": "heterogeneous", "lam": float(res.lam), "mus": [float(x) for x in res.mus],
+                                "policy": res.policy, "routing_exponent": routing_exponent,
+                                "seed": None if res.seed is None else int(res.seed), "seeded": bool(seeded),
+                                "replicas": R, "calls": 0, "steps": 0, "burn_in": 0, "final": []})
+            self._start0.append(({k: (None if v is None else np.asarray(v)[0].tolist())
+                                  for k, v in start._asdict().items()}, 0))
+            j = len(self.chains) - 1
+        c = self.chains[j]
+        c["calls"] += 1
+        c["steps"] += int(res.steps)
+        c["burn_in"] += int(res.burn_in)
+        c["final"] = final
+        self._open[(what, tuple(final))] = j
+        if self.parent is not None:
+            self.parent.add_heterogeneous(res, start, routing_exponent, seeded)
+
+    def provenance(self, seeds: Sequence[Any]) -> list[dict]:
+        """Per entry (one per seed, computed together): its chains (those started from its seed;
+        chains whose seed is no entry's go to every entry that has none), the group's wall and
+        CPU time, and a checkpoint of its first chain (recomputed now, to be recomputed later)."""
+        from qlib import results
+
+        mine = [[i for i, c in enumerate(self.chains) if c["seed"] == s] for s in seeds]
+        orphans = [i for i, c in enumerate(self.chains) if c["seed"] not in set(seeds)]
+        mine = [m or orphans for m in mine]
+        specs, who = [], []
+        for e, m in enumerate(mine):
+            if m:
+                c = self.chains[m[0]]
+                u0, s0 = self._start0[m[0]]
+                specs.append(results.checkpoint_spec(c | {"first_call_steps": c["steps"] + c["burn_in"]}, u0, s0))
+                who.append(e)
+        hashes = dict(zip(who, results.checkpoint_hashes(specs))) if specs else {}
+        out = []
+        for e, m in enumerate(mine):
+            out.append({"wall_s": self.wall_s, "cpu_s": self.cpu_s, "computed_together": len(seeds),
+                        "simulations": [self.chains[i] for i in m],
+                        "checkpoint": {"spec": specs[who.index(e)], "hash": hashes[e]} if e in hashes else None})
+        return out
+
+
+@contextlib.contextmanager
+def recording():
+    """Record the simulations run inside (see :class:`Recorder`), and the wall and CPU time."""
+    rec = Recorder(_RECORDER.get())
+    token = _RECORDER.set(rec)
+    t0, c0 = time.perf_counter(), time.process_time()
+    try:
+        yield rec
+    finally:
+        rec.wall_s, rec.cpu_s = time.perf_counter() - t0, time.process_time() - c0
+        _RECORDER.reset(token)
+
+
+@contextlib.contextmanager
+def not_recording():
+    """Run simulations that no recorder sees (e.g. the checkpoints themselves)."""
+    token = _RECORDER.set(None)
+    try:
+        yield
+    finally:
+        _RECORDER.reset(token)
+
+
+def report_heterogeneous(res: Any, start: Any, routing_exponent: float | None = None, *, seeded: bool) -> None:
+    """The heterogeneous simulator's hook: tell the active :func:`recording`, if any."""
+    rec = _RECORDER.get()
+    if rec is not None:
+        rec.add_heterogeneous(res, start, routing_exponent, seeded)
+
+
+def report_simulation(plans: Sequence, results: Sequence, variant: Any = None, capacity: int | None = None) -> None:
+    """The simulation driver's hook: tell the active :func:`recording`, if any (else nothing)."""
+    rec = _RECORDER.get()
+    if rec is not None:
+        rec.add(plans, results, variant, capacity)
 
 
 def check_writable(path: str | os.PathLike, what: str) -> Path:

@@ -586,9 +586,54 @@ def to_text(rows: list[ClaimRow]) -> str:
 
 def to_json(rows: list[ClaimRow]) -> str:
     """Every field of every row as JSON: a list of rows, each with its pre-set ``threshold``, its
-    ``verdict`` (one of :data:`VERDICTS`) and ``sound`` (:func:`counts` gives the summary)."""
-    return json.dumps([asdict(r) | {"verdict": r.verdict, "sound": r.sound} for r in rows], indent=1,
+    ``verdict`` (one of :data:`VERDICTS`) and ``sound`` (:func:`counts` gives the summary).
+    Derived numbers as :func:`published` writes them, so the file is the same on every CPU."""
+    return json.dumps(published([asdict(r) | {"verdict": r.verdict, "sound": r.sound} for r in rows]), indent=1,
                       default=str)
+
+
+#: Significant digits of a derived float as published: CPUs and BLAS builds differ in the last
+#: bits (about 1e-16 relative), never in the 6th digit, and no CI here supports more.
+PUBLISHED_DIGITS = 6
+#: Below this magnitude a derived number is round-off, published as "< 1e-12".
+ROUNDOFF = 1e-12
+_NUMBER = re.compile(r"(?<![\w.])[-\u2212]?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?(?![\w.])")
+
+
+def published(x):
+    """A value as the published table writes it, the same on any machine: a float to
+    :data:`PUBLISHED_DIGITS` significant digits, a nonzero one below :data:`ROUNDOFF` in
+    magnitude as the string "< 1e-12"; in a string, every number printed with more than 10
+    significant digits is rounded the same way and every one in e-notation below 1e-12 in
+    magnitude becomes "< 1e-12". Lists, tuples and dicts are mapped through; anything else
+    (ints, bools, None) is returned as it is."""
+    if isinstance(x, bool) or x is None or isinstance(x, int):
+        return x
+    if isinstance(x, float):
+        if x != x or x in (float("inf"), float("-inf")) or x == 0.0:
+            return x
+        return "< 1e-12" if abs(x) < ROUNDOFF else float(f"{x:.{PUBLISHED_DIGITS}g}")
+    if isinstance(x, str):
+        return _NUMBER.sub(_published_number, x)
+    if isinstance(x, dict):
+        return {k: published(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [published(v) for v in x]
+    return x
+
+
+def _published_number(m: "re.Match") -> str:
+    text = m.group(0)
+    if "." not in text and "e" not in text.lower():
+        return text  # an integer: exact
+    value = float(text.replace("\u2212", "-"))
+    if "e" in text.lower() and value != 0.0 and abs(value) < ROUNDOFF:
+        return "< 1e-12"
+    digits = len(re.sub(r"[^0-9]", "", text.lower().split("e")[0]).lstrip("0"))
+    if digits <= 10:
+        return text
+    out = f"{value:.{PUBLISHED_DIGITS}g}"
+    return out.replace("-", "\u2212", 1) if text.startswith("\u2212") else out
 
 
 def to_dataframe(rows: list[ClaimRow], compact: bool = False):
@@ -627,4 +672,4 @@ __all__ = ["ClaimRow", "ClaimSpec", "Counterfactual", "STUDIES", "KINDS", "VERDI
            "se_distance",
            "combine", "counts", "decide", "exit_failed", "summary", "to_markdown", "to_text", "to_json", "to_dataframe",
            "summary_markdown", "compact_markdown", "key_number", "figure_of", "where", "FIGURES",
-           "KIND_NAMES"]
+           "KIND_NAMES", "published"]

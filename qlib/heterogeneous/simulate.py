@@ -19,6 +19,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from qlib import _rng, _sharding, _validate
+from qlib import cache as _cache
 from qlib.heterogeneous.driver import _drive
 from qlib.heterogeneous.exact import POLICIES, check_rates
 from qlib.heterogeneous.result import ChainState, SimulationResult
@@ -498,11 +499,13 @@ def simulate(lam: float, mus: ArrayLike, *, steps: int, replicas: int | None = N
     time = steps / (lam_f + math.fsum(m))
     with np.errstate(invalid="ignore", divide="ignore"):
         wait_fraction = np.where(tot_arr > 0, tot_wait / np.maximum(tot_arr, 1), np.nan)
-    return SimulationResult(
+    res = SimulationResult(
         lam=lam_f, mus=m.copy(), policy=policy, steps=steps, burn_in=burn_in, seed=seed,
         busy_fraction=(tot_busy / steps).T[:, inv], throughput=(tot_done / time).T[:, inv],
         mean_queue=tot_q / steps, wait_fraction=wait_fraction, arrivals=tot_arr,
         time=np.full(replicas, time), state=state)
+    _cache.report_heterogeneous(res, start, routing_exponent, seeded=initial is None)  # provenance (cache.recording)
+    return res
 
 
 def _kernel_for(kernel: str, policy: str, routing_exponent, m: np.ndarray) -> tuple[bool, np.ndarray | None]:

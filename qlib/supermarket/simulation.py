@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 
 from qlib import _validate as V
+from qlib import cache as _cache
 from qlib.supermarket import chain as K
 from qlib.supermarket.initial import (
     counts_all_at,
@@ -544,12 +545,14 @@ def _run(pts: list[_Plan], R: int, replacement: bool, batches: int, record_every
         peak, counts, state = drv.peak(), drv.counts()[0], drv.rng()
     finally:
         drv.close()
-    return [
+    results = [
         _result(
             p, j, lanes.of_point(j), sums, cuts, peak, counts, state, record_every, variant_name, capacity
         )
         for j, p in enumerate(pts)
     ]
+    _cache.report_simulation(pts, results, variant, capacity)  # provenance of stored results (cache.recording)
+    return results
 
 
 def _ratio(a: np.ndarray, den: int) -> np.ndarray:
