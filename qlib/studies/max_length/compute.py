@@ -20,7 +20,8 @@ from qlib.studies.wrong_models import WRONG_MODELS, point_of
 from qlib.supermarket import simulate
 from qlib.supermarket.equilibrium import EquilibriumEstimate, estimate_equilibrium_many
 from qlib.supermarket.refined import refined_mean_field, relaxation_time
-from qlib.supermarket.theory import (asymptotic_profile, boundary_distance, check_parameters,
+from qlib.supermarket.point import as_point
+from qlib.supermarket.theory import (asymptotic_profile, boundary_distance,
                                      fluid_fixed_point, fluid_trajectory, predicted_max_length,
                                      steps_per_time)
 from qlib.supermarket.variants import name_of
@@ -106,7 +107,7 @@ def estimates(name: str, points: Sequence[PointTuple], *, replicas: int, seeds: 
     steps as the right one; default: each point's own). ``replacement``: the sampling rule (False:
     without replacement, the "other sampling rule" wrong model). ``variant``: a kernel variant of
     :mod:`qlib.supermarket.variants` (a near wrong model; None: the model)."""
-    points = [tuple(check_parameters(*p)[:3]) for p in points]
+    points = [as_point(*p).as_tuple() for p in points]
     clock = list(points) if taus_of is None else [tuple(q) for q in taus_of]
     tau = [relaxation_time(d, lam) for _, d, lam in clock]
     params = [dict(point=list(p), replicas=replicas, batches=batches, rel_error=rel_error, max_batches=max_batches,
@@ -147,7 +148,7 @@ def estimates(name: str, points: Sequence[PointTuple], *, replicas: int, seeds: 
 def fluid_max_length(n: int, d: int, lam: float) -> int:
     """The largest i with n s_i >= 1/2: the maximum queue length that the fluid fixed point
     predicts for n queues (the level where the expected count of longer queues drops below 1/2)."""
-    n, d, lam, _ = check_parameters(n, d, lam)
+    n, d, lam = as_point(n, d, lam).as_tuple()
     if d == 1:
         return int(math.floor(math.log(0.5 / n) / math.log(lam)))
     L = 4
@@ -254,7 +255,7 @@ class FromEmptyRun(ArrayResult):
 def from_empty_run(n: int, d: int, lam: float, *, taus: float, points: int = 150, replicas: int = 4,
                    seed: int = 0, progress: bool = False) -> FromEmptyRun:
     """u_i/n over ``taus`` relaxation times from empty, with the fluid ODE from empty. Cached."""
-    n, d, lam, _ = check_parameters(n, d, lam)
+    n, d, lam = as_point(n, d, lam).as_tuple()
     tau = relaxation_time(d, lam)
     params = dict(n=n, d=d, lam=lam, taus=taus, points=points, replicas=replicas)
 

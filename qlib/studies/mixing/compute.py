@@ -18,7 +18,8 @@ from qlib.studies.wrong_models import point_of
 from qlib.supermarket import (counts_all_at, initial_counts, l1_distance, meeting_times,
                               meeting_times_many, simulate_many)
 from qlib.supermarket.refined import relaxation_time
-from qlib.supermarket.theory import (check_parameters, fluid_fixed_point, predicted_max_length,
+from qlib.supermarket.point import as_point
+from qlib.supermarket.theory import (fluid_fixed_point, predicted_max_length,
                                      steps_per_time)
 
 def sample_seed(seed: int) -> int:
@@ -435,7 +436,7 @@ def explore(n: int, d: int, lam: float, *, replicas: int = 16, seed: int = 0, fr
     distance between the pair over time, for one (n, d, lam). Cost ~ replicas * T_meet steps."""
     from qlib.supermarket import coupled_paths
 
-    n, d, lam, _ = check_parameters(n, d, lam)
+    n, d, lam = as_point(n, d, lam).as_tuple()
     if d < 2:
         raise ValueError(f"d must be an integer >= 2 here (k is finite only then); got {d}")
     k = int(predicted_max_length(d, lam))
