@@ -7,6 +7,7 @@ import pytest
 
 from qlib import cache
 
+
 def test_cache_reuses_and_records_provenance(tmp_path, monkeypatch):
     monkeypatch.setenv("QLIB_CACHE", str(tmp_path))
     monkeypatch.delenv("QLIB_REFRESH", raising=False)

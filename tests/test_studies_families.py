@@ -61,8 +61,9 @@ def test_smoke_run_rows_and_figures(fresh_cache, tmp_path, monkeypatch):
     assert a.sd.sd.shape == (a.ns.size, F.PARAMETERS["smoke"]["sd"]["replicas"]) and np.all(a.sd.sd > 0)
     md = F.findings_markdown(r)
     assert md.count("\n| ") == sum(f.ns.size for f in r.families)  # one table row per point
-    from qlib.plots import families as pf
     import matplotlib.pyplot as plt
+
+    from qlib.plots import families as pf
     for fig in (pf.concentration_families_figure(r), pf.family_map_figure(r), pf.buffer_figure(r)):
         plt.close(fig)
 

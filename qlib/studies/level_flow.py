@@ -29,8 +29,9 @@ The study's shape (see :mod:`qlib.studies`): :data:`PARAMETERS`, :data:`CLAIMS`,
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 

@@ -31,7 +31,13 @@ import numpy as np
 from qlib import _rng, cache, stats
 from qlib.claims import ClaimRow, ClaimSpec
 from qlib.studies import ArrayResult, check_mode
-from qlib.supermarket import exact_equilibrium, exact_stationary, meeting_times, perfect_samples, relaxation_time
+from qlib.supermarket import (
+    exact_equilibrium,
+    exact_stationary,
+    meeting_times,
+    perfect_samples,
+    relaxation_time,
+)
 from qlib.supermarket.equilibrium import BURN_IN_TAUS
 from qlib.supermarket.perfect import capacity_for, forward_meeting_states, state_law
 from qlib.supermarket.theory import predicted_max_length, steps_per_time

@@ -35,10 +35,11 @@ event map is the variant of the same name.
 
 from __future__ import annotations
 
-from typing import Any, Callable, NamedTuple
+from collections.abc import Callable
+from typing import Any, NamedTuple
 
 from qlib import _validate as V
-from qlib.supermarket.chain import EventMap, MODEL, WITH_REPLACEMENT_ONLY
+from qlib.supermarket.chain import MODEL, WITH_REPLACEMENT_ONLY, EventMap
 
 
 class WrongModel(NamedTuple):

@@ -4,7 +4,7 @@ and the functions that build each claim's rows from the study's result."""
 from __future__ import annotations
 
 import math
-from typing import Callable
+from collections.abc import Callable
 
 from qlib._rng import named_seed
 from qlib.claims import ClaimRow, ClaimSpec, Counterfactual, combine, decide, se_distance
@@ -119,7 +119,7 @@ def most_at_k_rows(result: FamiliesResult, spec: ClaimSpec) -> list[ClaimRow]:
         rows.append(ClaimRow(
             claim=spec.claim.format(k=k) + ("" if inside else " — outside the hypotheses: a finding"),
             parameters=f"{_fam_text(f)}; {int(f.est.replicas[0])} replicas",
-            theory=f"fraction at k >= 1 - 2 n^(-alpha+(k-1)beta) ~ 1 - 2 (1-lam) d^(k-1) (BFL18), fluid 1 - (1-lam) d^(k-1)",
+            theory="fraction at k >= 1 - 2 n^(-alpha+(k-1)beta) ~ 1 - 2 (1-lam) d^(k-1) (BFL18), fluid 1 - (1-lam) d^(k-1)",
             measured="; ".join(parts), passed=outcome == "PASS", outcome=outcome, criterion=spec.criterion_text(result.parameters),
             threshold=spec.threshold_text(result.parameters),
             taus=float(f.est.taus.min()), start=_start(result.parameters), reference=spec.reference, counterfactuals=cfs,

@@ -10,6 +10,7 @@ from qlib.studies.families.claims import claim_rows
 from qlib.studies.families.compute import PARAMETERS, FamiliesResult
 from qlib.supermarket import fluid_fixed_point
 
+
 def methods_markdown(mode: str) -> str:
     """Notebook 01's scaling-families paragraph, its numbers read from PARAMETERS[mode] (the
     thresholds fixed before the run, the run lengths)."""

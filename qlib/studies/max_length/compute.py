@@ -4,8 +4,9 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -14,16 +15,27 @@ from qlib import cache
 from qlib._rng import named_seed
 from qlib.config import scale
 from qlib.studies import ArrayResult, check_mode
-from qlib.studies.max_length.parameters import (PARAMETERS, PointTuple, family_point, family_sizes,
-                                                finite_n_sizes, sweep_points)
+from qlib.studies.max_length.parameters import (
+    PARAMETERS,
+    PointTuple,
+    family_point,
+    family_sizes,
+    finite_n_sizes,
+    sweep_points,
+)
 from qlib.studies.wrong_models import WRONG_MODELS, point_of
 from qlib.supermarket import simulate
 from qlib.supermarket.equilibrium import EquilibriumEstimate, estimate_equilibrium_many
-from qlib.supermarket.refined import refined_mean_field, relaxation_time
 from qlib.supermarket.point import as_point
-from qlib.supermarket.theory import (asymptotic_profile, boundary_distance,
-                                     fluid_fixed_point, fluid_trajectory, predicted_max_length,
-                                     steps_per_time)
+from qlib.supermarket.refined import refined_mean_field, relaxation_time
+from qlib.supermarket.theory import (
+    asymptotic_profile,
+    boundary_distance,
+    fluid_fixed_point,
+    fluid_trajectory,
+    predicted_max_length,
+    steps_per_time,
+)
 from qlib.supermarket.variants import name_of
 
 # --------------------------------------------------------------------------- typed results

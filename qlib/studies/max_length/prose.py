@@ -9,10 +9,11 @@ import numpy as np
 
 from qlib.studies import check_mode
 from qlib.studies.max_length.claims import CLAIMS, _max_verdict, _profile_verdict
-from qlib.studies.max_length.parameters import INDEPENDENT_BAND, INDEPENDENT_TAUS, PARAMETERS
 from qlib.studies.max_length.compute import MaxLengthResult, _exact_lengths
+from qlib.studies.max_length.parameters import INDEPENDENT_BAND, INDEPENDENT_TAUS, PARAMETERS
 from qlib.studies.wrong_models import WRONG_MODELS, short_label
 from qlib.supermarket.theory import fluid_fixed_point
+
 
 def _within(traj: np.ndarray, target: float, t: np.ndarray, rel: float = 0.05) -> float:
     """The first time after which traj stays within rel of target (nan if never)."""

@@ -4,15 +4,15 @@ and the functions that build each claim's rows from the study's result."""
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from fractions import Fraction
-from typing import Sequence
 
 import numpy as np
 
 from qlib import stats
 from qlib.claims import ClaimRow, ClaimSpec, Counterfactual
-from qlib.studies.mixing.parameters import lower_time, reference_time
 from qlib.studies.mixing.compute import LowerBound, MeetingTimes, MixingResult
+from qlib.studies.mixing.parameters import lower_time, reference_time
 from qlib.studies.wrong_models import WRONG_MODELS, resolution
 from qlib.supermarket.refined import relaxation_time
 from qlib.supermarket.theory import predicted_max_length, steps_per_time

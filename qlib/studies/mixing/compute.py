@@ -4,8 +4,9 @@ runs, :func:`run` (every number of notebook 02 and its claim rows) and the slide
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -15,12 +16,18 @@ from qlib.config import scale
 from qlib.studies import ArrayResult, check_mode
 from qlib.studies.mixing.parameters import PARAMETERS, PointTuple, family_point, reference_time
 from qlib.studies.wrong_models import point_of
-from qlib.supermarket import (counts_all_at, initial_counts, l1_distance, meeting_times,
-                              meeting_times_many, simulate_many)
-from qlib.supermarket.refined import relaxation_time
+from qlib.supermarket import (
+    counts_all_at,
+    initial_counts,
+    l1_distance,
+    meeting_times,
+    meeting_times_many,
+    simulate_many,
+)
 from qlib.supermarket.point import as_point
-from qlib.supermarket.theory import (fluid_fixed_point, predicted_max_length,
-                                     steps_per_time)
+from qlib.supermarket.refined import relaxation_time
+from qlib.supermarket.theory import fluid_fixed_point, predicted_max_length, steps_per_time
+
 
 def sample_seed(seed: int) -> int:
     """The seed of the stationary samples that a run with ``seed`` is compared with: its own

@@ -7,10 +7,11 @@ import numpy as np
 
 from qlib import stats
 from qlib.studies.mixing.claims import _met, claim_rows_by_key, tau_d_exponent
-from qlib.studies.mixing.parameters import lower_time, reference_time
 from qlib.studies.mixing.compute import MixingResult
+from qlib.studies.mixing.parameters import lower_time, reference_time
 from qlib.supermarket.refined import relaxation_time
 from qlib.supermarket.theory import steps_per_time
+
 
 def findings_markdown(result: MixingResult) -> str:
     """Notebook 02's "what the figures show", rendered from the result (no number typed by hand)."""

@@ -9,8 +9,15 @@ import numpy as np
 from qlib.claims import ClaimRow, ClaimSpec, Counterfactual
 from qlib.heterogeneous import SimulationResult
 from qlib.stats import replica_mean
-from qlib.studies.who_works_the_most.compute import (INFORMED_MAX_N, SimulatedCase, WhoWorksTheMostResult, gamma_key,
-                                                 geometric_rates, swap_residual)
+from qlib.studies.who_works_the_most.compute import (
+    INFORMED_MAX_N,
+    SimulatedCase,
+    WhoWorksTheMostResult,
+    gamma_key,
+    geometric_rates,
+    swap_residual,
+)
+
 
 def _adjacent(mus: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     o = np.argsort(-mus, kind="stable")

@@ -11,10 +11,19 @@ import numpy as np
 from qlib import _validate, cache
 from qlib._rng import named_seed
 from qlib.config import scale
-from qlib.heterogeneous import (SimulationResult, busy_probabilities, fastest_busy_probabilities,
-                                generator_solve, marginals_from_sets, mean_queue_length, pair_margins,
-                                queue_gap, relaxation_time,
-                                simulate, wait_probability)
+from qlib.heterogeneous import (
+    SimulationResult,
+    busy_probabilities,
+    fastest_busy_probabilities,
+    generator_solve,
+    marginals_from_sets,
+    mean_queue_length,
+    pair_margins,
+    queue_gap,
+    relaxation_time,
+    simulate,
+    wait_probability,
+)
 from qlib.studies import check_mode
 
 INFORMED_MAX_N = 10  # the informed rules have no product form: generator solve over 2^n busy sets

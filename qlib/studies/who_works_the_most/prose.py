@@ -9,6 +9,7 @@ from qlib import _validate
 from qlib.studies.who_works_the_most.claims import _adjacent, _gammas, _near_z
 from qlib.studies.who_works_the_most.compute import FAMILIES, WhoWorksTheMostResult, gamma_key
 
+
 def findings_markdown(result: WhoWorksTheMostResult, section: str) -> str:
     """The notebook's findings as Markdown, rendered from ``result`` (no number typed by hand).
 
