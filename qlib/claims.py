@@ -240,8 +240,8 @@ def collect(mode: str = "full", only: Iterable[str] | None = None,
 
 #: The resolution of a supermarket claim row that runs no near wrong model (a finding, a
 #: measurement of the fluid formula, a control): what its evidence on the routing rule rests on.
-NO_NEAR = ("no near wrong model run on this row: its evidence that the chain is JSQ(d) and nothing next to it "
-           "rests on the level-flow identity rows")
+NO_NEAR = ("no near wrong model run on this row: its evidence that the chain is JSQ(d) and nothing next to "
+           "it rests on the level-flow identity rows")
 
 
 def _with_source(row: ClaimRow, title: str) -> ClaimRow:
@@ -313,14 +313,15 @@ def to_markdown(rows: list[ClaimRow]) -> str:
             run = "—" if r.taus is None else f"{r.start or '?'}; {r.taus:.0f} τ"
             verdict = f"**{r.verdict}**" + ("" if r.sound or r.verdict != "PASS" else " (not sound)")
             out.append(f"| {i} | {r.source} | {_md(r.claim)} | {_md(r.parameters)} | {_md(run)} | "
-                       f"{_md(r.theory)} | {_md(r.measured)} | {_md(r.criterion)} | {_md(r.threshold or '—')} | "
-                       f"{_md(_cf_text(r))} | {_md(r.resolution or '—')} | {verdict} |")
+                       f"{_md(r.theory)} | {_md(r.measured)} | {_md(r.criterion)} | "
+                       f"{_md(r.threshold or '—')} | {_md(_cf_text(r))} | {_md(r.resolution or '—')} | "
+                       f"{verdict} |")
         out.append("")
     if measures:
-        out += ["### Measurements (numbers the papers do not predict sharply, to a stated precision beside the "
-                "theory that approximates them; not counted as evidence)", "",
-                "| # | source | quantity | parameters | start, relaxation times | theory | measured (± 95% CI) "
-                "| criterion | controls | result |",
+        out += ["### Measurements (numbers the papers do not predict sharply, to a stated precision beside "
+                "the theory that approximates them; not counted as evidence)", "",
+                "| # | source | quantity | parameters | start, relaxation times | theory | measured (± 95% "
+                "CI) | criterion | controls | result |",
                 "|---|---|---|---|---|---|---|---|---|---|"]
         for i, r in measures:
             run = "—" if r.taus is None else f"{r.start or '?'}; {r.taus:.0f} τ"
@@ -345,7 +346,8 @@ def to_text(rows: list[ClaimRow]) -> str:
     lines = [f"{'#':>2}  {'verdict':12}  {'kind':11}  claim  [parameters]  theory | measured"]
     for i, r in enumerate(rows, 1):
         flag = "" if r.sound or r.verdict != "PASS" else "  (not sound: a far wrong model passes too, or too short)"
-        lines.append(f"{i:>2}  {r.verdict:12}  {r.kind:11}  {r.claim}  [{r.parameters}]  {r.theory} | {r.measured}{flag}")
+        lines.append(f"{i:>2}  {r.verdict:12}  {r.kind:11}  {r.claim}  [{r.parameters}]  {r.theory} | "
+                     f"{r.measured}{flag}")
     lines.append(summary(rows))
     return "\n".join(lines)
 
@@ -367,13 +369,16 @@ def to_dataframe(rows: list[ClaimRow]):
     for i, r in enumerate(rows, 1):
         d = {f: getattr(r, f) for f in r.__dataclass_fields__ if f != "counterfactuals"}
         d.update(number=i, verdict=r.verdict, sound=r.sound, wrong_models=len(r.counterfactuals),
-                 wrong_models_failing=sum(not c.passed for c in r.counterfactuals), wrong_models_text=_cf_text(r))
+                 wrong_models_failing=sum(not c.passed for c in r.counterfactuals),
+                 wrong_models_text=_cf_text(r))
         out.append(d)
-    cols = ["number", "source", "kind", "claim", "parameters", "start", "taus", "theory", "measured", "criterion",
-            "threshold", "verdict", "passed", "sound", "wrong_models", "wrong_models_failing", "wrong_models_text",
-            "outcome", "resolution", "reference"]
+    cols = ["number", "source", "kind", "claim", "parameters", "start", "taus", "theory", "measured",
+            "criterion",
+            "threshold", "verdict", "passed", "sound", "wrong_models", "wrong_models_failing",
+            "wrong_models_text", "outcome", "resolution", "reference"]
     df = pd.DataFrame(out)
-    return df[[c for c in cols if c in df] + [c for c in df if c not in cols]] if len(df) else pd.DataFrame(columns=cols)
+    return df[[c for c in cols if c in df]
+              + [c for c in df if c not in cols]] if len(df) else pd.DataFrame(columns=cols)
 
 
 def _md(s: str) -> str:
@@ -382,4 +387,5 @@ def _md(s: str) -> str:
 
 __all__ = ["ClaimRow", "ClaimSpec", "Counterfactual", "STUDIES", "KINDS", "VERDICTS", "MIN_TAUS", "collect",
            "se_distance",
-           "combine", "counts", "decide", "exit_failed", "summary", "to_markdown", "to_text", "to_json", "to_dataframe"]
+           "combine", "counts", "decide", "exit_failed", "summary", "to_markdown", "to_text", "to_json",
+           "to_dataframe"]

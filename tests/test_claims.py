@@ -54,7 +54,8 @@ def test_markdown_puts_claims_and_identities_in_separate_sections():
 
 
 def test_measurements_have_their_own_section_and_are_not_counted_as_claims():
-    rows = [claims.ClaimRow("a claim", "p", "t", "m", True, counterfactuals=(claims.Counterfactual("w", "0", False),)),
+    rows = [claims.ClaimRow("a claim", "p", "t", "m", True,
+                            counterfactuals=(claims.Counterfactual("w", "0", False),)),
             claims.ClaimRow("a tail", "p", "t", "m", False, kind="measurement")]
     md = claims.to_markdown(rows)
     assert md.index("### Claims") < md.index("a claim") < md.index("### Measurements") < md.index("a tail")

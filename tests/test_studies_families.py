@@ -22,7 +22,8 @@ def test_family_points_and_gamma():
 
 def test_full_parameters_cover_the_issue():
     fams = F.PARAMETERS["full"]["families"]
-    k2_pos = [n for n, f in fams.items() if math.ceil(f["alpha"] / f["beta"]) == 2 and F.gamma(f["alpha"], f["beta"]) > 0]
+    k2_pos = [n for n, f in fams.items() if math.ceil(f["alpha"] / f["beta"]) == 2
+              and F.gamma(f["alpha"], f["beta"]) > 0]
     assert len(k2_pos) >= 3
     assert any(abs(F.gamma(f["alpha"], f["beta"])) < 1e-12 for f in fams.values())
     assert any(F.gamma(f["alpha"], f["beta"]) < 0 for f in fams.values())

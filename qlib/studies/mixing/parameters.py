@@ -32,7 +32,8 @@ PARAMETERS: dict[str, dict[str, Any]] = {
         "tail": dict(n=300, replicas=64),
         "good_set": dict(ns=[100, 300, 1000], eps=0.2, horizon_taus=20.0, replicas=8),
         # rows 10, 13, 15 again on a family with gamma = 1 - 2 alpha + beta > 0 (docs/models.md#hypotheses)
-        "family_pos": dict(alpha=0.5, beta=0.4, ns=[100, 300, 1000], lower_ns=[100, 300], good_set_ns=[100, 300, 1000]),
+        "family_pos": dict(alpha=0.5, beta=0.4, ns=[100, 300, 1000], lower_ns=[100, 300],
+                           good_set_ns=[100, 300, 1000]),
         "claims": CLAIM_THRESHOLDS,
         "near": ["d-1"],
         "burn_taus": 20.0, "cap": 2.0, "counterfactual_replicas": 4, "stream": "mixing/smoke",
