@@ -274,7 +274,8 @@ def summary(rows: list[ClaimRow]) -> str:
         txt = f"{names[kind]}: " + ", ".join(f"{c[kind][v]} {v if v != 'finding' else 'findings'}"
                                              for v in VERDICTS if c[kind][v] or v in ("PASS", "FAIL"))
         if kind == "claim":
-            txt += f" ({sum(r.sound for r in rows if r.kind == 'claim')} of the PASS sound: every far wrong model fails)"
+            txt += (f" ({sum(r.sound for r in rows if r.kind == 'claim')} of the PASS sound: every far wrong "
+                    "model fails)")
         parts.append(txt)
     return "; ".join(parts) + "."
 
@@ -345,7 +346,8 @@ def to_text(rows: list[ClaimRow]) -> str:
     """A compact plain-text table for terminals."""
     lines = [f"{'#':>2}  {'verdict':12}  {'kind':11}  claim  [parameters]  theory | measured"]
     for i, r in enumerate(rows, 1):
-        flag = "" if r.sound or r.verdict != "PASS" else "  (not sound: a far wrong model passes too, or too short)"
+        flag = ("" if r.sound or r.verdict != "PASS"
+                else "  (not sound: a far wrong model passes too, or too short)")
         lines.append(f"{i:>2}  {r.verdict:12}  {r.kind:11}  {r.claim}  [{r.parameters}]  {r.theory} | "
                      f"{r.measured}{flag}")
     lines.append(summary(rows))
@@ -373,12 +375,12 @@ def to_dataframe(rows: list[ClaimRow]):
                  wrong_models_text=_cf_text(r))
         out.append(d)
     cols = ["number", "source", "kind", "claim", "parameters", "start", "taus", "theory", "measured",
-            "criterion",
-            "threshold", "verdict", "passed", "sound", "wrong_models", "wrong_models_failing",
+            "criterion", "threshold", "verdict", "passed", "sound", "wrong_models", "wrong_models_failing",
             "wrong_models_text", "outcome", "resolution", "reference"]
     df = pd.DataFrame(out)
-    return df[[c for c in cols if c in df]
-              + [c for c in df if c not in cols]] if len(df) else pd.DataFrame(columns=cols)
+    if not len(df):
+        return pd.DataFrame(columns=cols)
+    return df[[c for c in cols if c in df] + [c for c in df if c not in cols]]
 
 
 def _md(s: str) -> str:
@@ -386,6 +388,5 @@ def _md(s: str) -> str:
 
 
 __all__ = ["ClaimRow", "ClaimSpec", "Counterfactual", "STUDIES", "KINDS", "VERDICTS", "MIN_TAUS", "collect",
-           "se_distance",
-           "combine", "counts", "decide", "exit_failed", "summary", "to_markdown", "to_text", "to_json",
-           "to_dataframe"]
+           "se_distance", "combine", "counts", "decide", "exit_failed", "summary", "to_markdown", "to_text",
+           "to_json", "to_dataframe"]

@@ -49,7 +49,8 @@ def test_markdown_puts_claims_and_identities_in_separate_sections():
     assert md.index("### Claims") < md.index("a claim") < md.index("### Identities") < md.index("an identity")
     assert "JSQ(1): 0.00 → FAIL" in md and "empty; 20 τ" in md
     data = json.loads(claims.to_json(rows))
-    assert data[0]["kind"] == "claim" and data[0]["sound"] and data[0]["counterfactuals"][0]["passed"] is False
+    assert data[0]["kind"] == "claim" and data[0]["sound"]
+    assert data[0]["counterfactuals"][0]["passed"] is False
     assert data[1]["kind"] == "identity"
 
 

@@ -69,7 +69,8 @@ def test_interactive_run_shapes_seed_and_coverage():
     # near wrong model (lam 5% higher: 1 - lam = 0.055) fails the same tolerance
     assert a.p[0] == pytest.approx(0.1, abs=Z * a.p_se[0])
     assert abs(a.p[0] - (1 - 0.9 * 1.05)) > Z * a.p_se[0]
-    # it says how much it ran: tau = 1 here, so 6e4 steps (3e4 burn-in) are ~16 tau measured (< the 20 tau cap)
+    # it says how much it ran: tau = 1 here, so 6e4 steps (3e4 burn-in) are ~16 tau measured
+    # (< the 20 tau cap)
     assert a.taus == pytest.approx(3e4 / (v.tau * 1.9 * 1000))
     with pytest.raises(ValueError, match="max_steps"):
         eq.interactive_run(0.1, 300, 1000, max_steps=0)
@@ -143,7 +144,8 @@ def test_study_shape_and_rows(smoke):
     # smoke runs are tiny, but the identity E[u_1] = lam n holds at any size
     assert [r for r in rows if r.kind == "identity"][0].passed
     # every run started from empty and burnt in for 20 tau
-    assert np.all(smoke.max.burn_taus >= 19.9) and np.all(smoke.sweep.taus >= eq.PARAMETERS["smoke"]["batch_taus"] - 0.1)
+    assert np.all(smoke.max.burn_taus >= 19.9)
+    assert np.all(smoke.sweep.taus >= eq.PARAMETERS["smoke"]["batch_taus"] - 0.1)
 
 
 def test_claim_rows_run_their_criterion_on_near_wrong_models(smoke):
@@ -206,7 +208,8 @@ def test_long_points_join_from_their_scale(monkeypatch):
     assert len(eq.sweep_points("full")) == len(eq.PARAMETERS["full"]["sweep"]["ns"])
     monkeypatch.setenv("QLIB_SCALE", "2")
     assert 10_000 in eq.finite_n_sizes("full") and 100_000 not in eq.finite_n_sizes("full")
-    assert 10_000 in eq.family_sizes("full") and len(eq.sweep_points("full")) == len(eq.PARAMETERS["full"]["sweep"]["ns"]) + 1
+    assert 10_000 in eq.family_sizes("full")
+    assert len(eq.sweep_points("full")) == len(eq.PARAMETERS["full"]["sweep"]["ns"]) + 1
     monkeypatch.setenv("QLIB_SCALE", "10")
     assert 100_000 in eq.finite_n_sizes("full")
     assert eq.finite_n_sizes("smoke") == eq.PARAMETERS["smoke"]["finite_n"]["ns"]

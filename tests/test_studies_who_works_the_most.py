@@ -94,4 +94,5 @@ def test_summary_is_the_exact_profiles(fresh_cache):
         assert np.array_equal(sub.busy, p.busy) and np.array_equal(sub.work,
                                                                    p.work) and np.array_equal(sub.mu, p.mus)
         assert np.array_equal(sub.informed_busy, p.informed_busy)
-        assert sub.busiest_uniform.sum() == 1 and sub.server[sub.busiest_uniform].item() == np.argmax(p.busy) + 1
+        assert sub.busiest_uniform.sum() == 1
+        assert sub.server[sub.busiest_uniform].item() == np.argmax(p.busy) + 1

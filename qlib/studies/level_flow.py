@@ -23,7 +23,8 @@ lam eta E[u_{j-1}/n - g(u_{j-1})]) is ``eta_margin`` x the threshold in SE at so
 
 Every set of runs draws from its own named stream (:func:`qlib._rng.named_seed`).
 
-The study's shape (see :mod:`qlib.studies`): :data:`PARAMETERS`, :data:`CLAIMS`, :func:`run`, :func:`claim_rows`.
+The study's shape (see :mod:`qlib.studies`): :data:`PARAMETERS`, :data:`CLAIMS`, :func:`run`,
+:func:`claim_rows`.
 """
 
 from __future__ import annotations
@@ -85,8 +86,8 @@ def _variant_mask(pts: list[PointTuple], P: dict) -> list[bool]:
             for n, d, lam in pts]
 
 
-def claim_points(mode: str, studies: Sequence[str] = ("max_length", "mixing",
-                                                      "families")) -> list[tuple[str, PointTuple]]:
+def claim_points(mode: str, studies: Sequence[str] = ("max_length", "mixing", "families")
+                 ) -> list[tuple[str, PointTuple]]:
     """(label, (n, d, lam)) of every point where a claim row of the supermarket studies simulates,
     read from their PARAMETERS[mode] (each point once, in study order). The families study is
     taken when it exists."""

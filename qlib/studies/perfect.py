@@ -155,10 +155,9 @@ _STREAMS = {"exactness": 1, "cost": 2, "max_law": 3}
 
 def exactness(points, samples: int, p_pass: float, seed: int, *, progress: bool = False) -> Exactness:
     """The G-tests of perfect samples and of the biased sampler at small n (see the module)."""
-    cols: dict[str, list] = {k: []
-                             for k in ("n", "d", "lam", "capacity", "replacement", "samples", "G", "dof",
-                                             "p_value", "biased_G", "biased_p", "loss", "loss_se",
-                                       "loss_exact")}
+    cols: dict[str, list] = {k: [] for k in ("n", "d", "lam", "capacity", "replacement", "samples", "G",
+                                             "dof", "p_value", "biased_G", "biased_p", "loss", "loss_se",
+                                             "loss_exact")}
     for j, (n, d, lam, L, repl) in enumerate(points):
         s = _seed(seed, "exactness", j)
         r = perfect_samples(n, d, lam, capacity=L, replicas=samples, seed=s, replacement=repl)
@@ -205,8 +204,7 @@ def run(mode: str = "full", *, progress: bool = True) -> PerfectResult:
     n, d, lam = m["point"]
     ms = _seed(P["seed"], "max_law", 0)
     mp = cache.cached_points("perfect-max-law",
-                             [dict(n=n, d=d, lam=lam, replicas=m["replicas"], extra=P["extra"])],
-                             [ms],
+                             [dict(n=n, d=d, lam=lam, replicas=m["replicas"], extra=P["extra"])], [ms],
                              lambda idx: [_cost_point(n, d, lam, m["replicas"], P["extra"], ms)], group=1)[0]
     return PerfectResult(exactness=Exactness.from_arrays(e), cost=cost, max_law=_max_law(mp, d, lam),
                          mode=mode)
@@ -251,7 +249,8 @@ def _exactness_rows(result: PerfectResult, spec: ClaimSpec) -> list[ClaimRow]:
         rows.append(ClaimRow(
             claim=spec.claim,
             parameters=f"n={int(e.n[j])}, d={int(e.d[j])}, λ={float(e.lam[j]):g}, L={int(e.capacity[j])}, "
-                       f"{'with' if e.replacement[j] else 'without'} replacement, {int(e.samples[j])} samples",
+                       f"{'with' if e.replacement[j] else 'without'} replacement, "
+                       f"{int(e.samples[j])} samples",
             theory="exact law (sparse solve on lengths ≤ L)",
             measured=f"G = {e.G[j]:.1f} on {int(e.dof[j])} df, p = {e.p_value[j]:.3f}; loss {e.loss[j]:.4f} "
                      f"± {e.loss_se[j]:.4f} (exact {e.loss_exact[j]:.4f}); forward meeting state: "

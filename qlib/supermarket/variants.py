@@ -127,7 +127,8 @@ WRONG_MODELS: dict[str, WrongModel] = {
 
 
 def kernel_name(kernel: Any) -> str:
-    """The name of a kernel variant spec: "tie_longer" of "tie_longer", "eta_greedy" of ("eta_greedy", 0.01)."""
+    """The name of a kernel variant spec: "tie_longer" of "tie_longer", "eta_greedy" of
+    ("eta_greedy", 0.01)."""
     return kernel if isinstance(kernel, str) else kernel[0]
 
 

@@ -51,6 +51,5 @@ from qlib.studies.families.prose import findings_markdown, methods_markdown, sum
 from qlib.studies.wrong_models import WRONG_MODELS
 
 __all__ = ["methods_markdown", "PARAMETERS", "CLAIMS", "WRONG_MODELS", "Family", "FamiliesResult",
-           "CustomersSD", "run",
-           "claim_rows", "family_point", "family_ns", "gamma", "hypotheses", "slope_ci", "summary_table",
-           "summary", "findings_markdown", "customers_sd"]
+           "CustomersSD", "run", "claim_rows", "family_point", "family_ns", "gamma", "hypotheses", "slope_ci",
+           "summary_table", "summary", "findings_markdown", "customers_sd"]

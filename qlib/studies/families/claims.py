@@ -115,7 +115,7 @@ def most_at_k_rows(result: FamiliesResult, spec: ClaimSpec) -> list[ClaimRow]:
         inside = bool(judged)
         outcome = combine(vs) if inside else "finding"
 
-        def judge(e, j, kk=k):
+        def judge(e, j, kk=k, f=f):  # f bound now (it is called within this iteration anyway)
             bound = 1 - C["slack"] * f.c(f.ns.size - 1)
             lo, hi, m = float(e.p_low[j, kk]), float(e.p_high[j, kk]), float(e.p[j, kk])
             return (decide(lo, hi, bound), f"{m:.3f} ({lo:.3f} to {hi:.3f}) vs {bound:.3f}",

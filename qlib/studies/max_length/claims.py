@@ -15,7 +15,8 @@ from qlib.studies.max_length.compute import Estimates, MaxLengthResult, _exact_l
 from qlib.studies.wrong_models import WRONG_MODELS, resolution
 from qlib.supermarket.theory import fluid_fixed_point
 
-REF_MAX = "Brightwell & Luczak arXiv:1201.5523; Brightwell, Fairthorne & Luczak 2018; docs/models.md#maximum-length"
+REF_MAX = ("Brightwell & Luczak arXiv:1201.5523; Brightwell, Fairthorne & Luczak 2018; "
+           "docs/models.md#maximum-length")
 REF_PROFILE = "Brightwell, Fairthorne & Luczak 2018 (abstract); docs/models.md#profile"
 
 
@@ -105,7 +106,7 @@ def _profile_rows(result: MaxLengthResult, spec: ClaimSpec) -> list[ClaimRow]:
     pr = result.profile
     P = result.parameters
     tol = spec.values(P)["tolerance"]
-    n, d, lam, k = int(pr.n[0]), int(pr.d[0]), float(pr.lam[0]), int(pr.k[0])
+    d, lam, k = int(pr.d[0]), float(pr.lam[0]), int(pr.k[0])
     ok, text, _ = _profile_verdict(pr, 0, d, lam, k, tol)
     cfs = []
     for tag, e in (("x 0.75", result.profile_low_d), ("x 1.25", result.profile_high_d)):
@@ -249,7 +250,8 @@ def _boundary_rows(result: MaxLengthResult, spec: ClaimSpec) -> list[ClaimRow]:
     def shares(e, j):
         kk = int(e.k[j])
         a, b = float(e.p_low[j, kk]), float(e.p_low[j, kk + 1])
-        return a >= m and b >= m, f"at k: {e.p[j, kk]:.3f}, at k+1: {e.p[j, kk + 1]:.3f} (CI from {a:.3f}, {b:.3f})"
+        return a >= m and b >= m, (f"at k: {e.p[j, kk]:.3f}, at k+1: {e.p[j, kk + 1]:.3f} "
+                                   f"(CI from {a:.3f}, {b:.3f})")
 
     ok, text = shares(bd, 0)
     okc, textc = shares(bd, 1)
@@ -257,9 +259,9 @@ def _boundary_rows(result: MaxLengthResult, spec: ClaimSpec) -> list[ClaimRow]:
     rows.append(ClaimRow(
         claim=spec.claim,
         parameters=f"{_pt(bd, 0)} (log(1/(1-lam))/log d = {xb[0]:.2f}); {int(bd.replicas[0])} replicas",
-        theory="fluid: "
-        + f"{_exact_lengths(fluid_fixed_point(int(bd.d[0]), float(bd.lam[0]), 4))[2]:.3f} at k, "
-               f"{_exact_lengths(fluid_fixed_point(int(bd.d[0]), float(bd.lam[0]), 4))[3]:.3f} at k+1",
+        theory=("fluid: "
+                + f"{_exact_lengths(fluid_fixed_point(int(bd.d[0]), float(bd.lam[0]), 4))[2]:.3f} at k, "
+                  f"{_exact_lengths(fluid_fixed_point(int(bd.d[0]), float(bd.lam[0]), 4))[3]:.3f} at k+1"),
         measured=text, passed=ok, criterion=spec.criterion_text(P),
         taus=float(bd.taus[0]), start=_start(P), reference=spec.reference,
         counterfactuals=(Counterfactual(f"the same d off the boundary (1-lam = {1 - float(bd.lam[1]):.3g}, "
@@ -315,8 +317,8 @@ def _finite_n_rows(result: MaxLengthResult, spec: ClaimSpec) -> list[ClaimRow]:
                      "(docs/models.md#finite-n-effects)" if at5 else ""),
         taus=float(fn.taus.min()), start=_start(P), reference=spec.reference,
         counterfactuals=(
-            Counterfactual("the old protocol at n = "
-                           + f"{int(fn.n[j4])}: start at the fluid fixed point, 1 τ burn-in, "
+            Counterfactual("the old protocol at n = " + f"{int(fn.n[j4])}: start at the fluid fixed point, "
+                             "1 τ burn-in, "
                              f"{result.parameters['short_taus']:g} τ measured (must reproduce the converged "
                              "value to the same precision)",
                            f"{float(st.mean):.0f}x fluid (95% CI {float(slo):.0f} to {float(shi):.0f})", okw,
@@ -377,8 +379,8 @@ CLAIMS: dict[str, ClaimSpec] = {
         wrong_models=("jsq2", "d-1", "d*0.9", "eta=0.01"), rows=_most_at_k_rows, reference=REF_PROFILE),
     "asymptotic": ClaimSpec(
         "asymptotic",
-        "the asymptotic formula (1-lam) d^i for lengths i < k gets sharp as c = (1-lam) d^(k-1) -> 0 (n -> "
-        "oo)",
+        "the asymptotic formula (1-lam) d^i for lengths i < k gets sharp as c = (1-lam) d^(k-1) -> 0 "
+        "(n -> oo)",
         "against the fluid fixed point: the error at every length below k falls at every step of both sweeps "
         "and is <= {error_factor:g}c",
         thresholds=(("asymptotic", "error_factor"),), wrong_models=("d*1.25",), rows=_asymptotic_rows,

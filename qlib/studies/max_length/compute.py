@@ -109,9 +109,8 @@ def _level_groups(points: Sequence[PointTuple]) -> list[list[int]]:
 
 
 def estimates(name: str, points: Sequence[PointTuple], *, replicas: int, seeds: Sequence[int],
-              batches: int | None = 1,
-              rel_error: float = 0.5, min_batches: int = 2, max_batches: int | None = None,
-              level: int | None = None,
+              batches: int | None = 1, rel_error: float = 0.5, min_batches: int = 2,
+              max_batches: int | None = None, level: int | None = None,
               burn_taus: float = 20.0, batch_taus: float = 20.0, taus_of: Sequence[PointTuple] | None = None,
               replacement: bool = True, variant: Any = None, progress: bool = False) -> Estimates:
     """Cached equilibrium estimates (one cache entry per point, so an interrupted sweep resumes):
@@ -126,10 +125,10 @@ def estimates(name: str, points: Sequence[PointTuple], *, replicas: int, seeds: 
     clock = list(points) if taus_of is None else [tuple(q) for q in taus_of]
     tau = [relaxation_time(d, lam) for _, d, lam in clock]
     params = [dict(point=list(p), replicas=replicas, batches=batches, rel_error=rel_error,
-                   max_batches=max_batches,
-                   level=level, burn_taus=burn_taus, batch_taus=batch_taus, tau=t)
+                   max_batches=max_batches, level=level, burn_taus=burn_taus, batch_taus=batch_taus, tau=t)
               for p, t in zip(points, tau)]
-    if batches is None and min_batches != 2:  # (2, the default, is left out: the keys cached before stay valid)
+    # (min_batches = 2, the default, is left out: the keys cached before stay valid)
+    if batches is None and min_batches != 2:
         params = [{**q, "min_batches": min_batches} for q in params]
     if not replacement:
         params = [{**q, "replacement": False} for q in params]

@@ -53,8 +53,8 @@ def methods_markdown(mode: str) -> str:
             f"deliberately wrong models: far ones (JSQ(2) or JSQ(1) in place of JSQ(d), d off by 25%), which "
             "must fail its criterion, and near ones, plausible bugs "
             f"({', '.join(short_label(w) for w in near)}; {P['near']['replicas']} replicas, "
-            f"{P['near']['batches']} batch), whose outcome is the row's *resolution*; the table records them "
-            "all.")
+            f"{P['near']['batches']} batch), whose outcome is the row's *resolution*; the table records "
+            "them all.")
 
 
 def finite_n_markdown(mode: str) -> str:
@@ -69,7 +69,8 @@ def finite_n_markdown(mode: str) -> str:
     far = (f"At n = {', '.join(sci(n) for n in fn['scaled_ns'])} two independent count-chain codes measured "
            f"{INDEPENDENT_BAND[0]:g}–{INDEPENDENT_BAND[1]:g} times the fluid value over "
            f"~{INDEPENDENT_TAUS:g} τ (the grey band): converging that point needs about as many τ, so it "
-           f"runs only from `python -m qlib figures --scale {fn['scaled_from']:g}` on.") if fn["scaled_ns"] else ""
+           f"runs only from `python -m qlib figures --scale {fn['scaled_from']:g}` on."
+           ) if fn["scaled_ns"] else ""
     return (f"No theorem predicts this number at finite n: the fluid value s_{lv} = {sci(s_lv)} is the n → ∞ "
             "limit, and the refined mean field is an expansion in 1/n whose first terms need not have "
             "converged. So the table reports it as a *measurement*: `estimate_equilibrium` runs sequentially "
@@ -97,11 +98,11 @@ def findings_markdown(result: MaxLengthResult) -> str:
     kl = int(sw.k[jl])
     out.append(f"- **(a) Where (1−λ)d^k ≫ log n, the maximum is k most of the time** (n = {int(mx.n[0])}; "
                f"against the threshold {p_min:g} fixed before the run), P(max = k) at " + "; ".join(vals)
-               + f". At the sweep point deepest in the profile regime (n = {int(sw.n[jl])}, d = "
-                 f"{int(sw.d[jl])}, "
-               f"(1−λ)d^(k−1) = {(1 - float(sw.lam[jl])) * float(sw.d[jl]) ** (kl - 1):.2g}) the maximum is "
-               f"k + 1 {100 * float(sw.max_dist[jl, kl + 1]):.0f}% of the time: the finite-n tail of (d). "
-               "The families below show where P(max = k) does rise with n.")
+               + f". At the sweep point deepest in the profile regime (n = {int(sw.n[jl])}, "
+                 f"d = {int(sw.d[jl])}, (1−λ)d^(k−1) = "
+                 f"{(1 - float(sw.lam[jl])) * float(sw.d[jl]) ** (kl - 1):.2g}) the maximum is "
+                 f"k + 1 {100 * float(sw.max_dist[jl, kl + 1]):.0f}% of the time: the finite-n tail of (d). "
+                 "The families below show where P(max = k) does rise with n.")
     c = (1 - sw.lam) * sw.d ** (sw.k - 1)
     fr = "; ".join(f"{float(sw.p[j, int(sw.k[j])]):.3f} at c = {c[j]:.2g} (bound "
                    f"{max(0.5, 1 - 2 * c[j]):.2f})"
@@ -144,7 +145,8 @@ def findings_markdown(result: MaxLengthResult) -> str:
     horizon = float(tt[-1])
     txt = ", ".join(f"{x:.2g} τ" if np.isfinite(x) else f"more than the {horizon:.2g} τ shown" for x in times)
     if times and all(np.isfinite(times)):
-        tail = f": the {P['burn_taus']:g} τ burn-in is {P['burn_taus'] / max(times):.0f} times the slowest of them."
+        tail = (f": the {P['burn_taus']:g} τ burn-in is {P['burn_taus'] / max(times):.0f} times the slowest "
+                "of them.")
     else:
         tail = " (a level not settled within the run is not timed)."
     out.append("- **(e) From empty**, " + ", ".join(f"u_{i + 1}/n" for i in range(len(times)))

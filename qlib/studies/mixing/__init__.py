@@ -72,9 +72,7 @@ from qlib.supermarket.theory import steps_per_time  # noqa: F401
 _TESTED = (_d_exponent, _exit_verdict, _tail_verdict)
 
 __all__ = ["PARAMETERS", "CLAIMS", "CLAIM_THRESHOLDS", "PointTuple", "family_point", "lower_time",
-           "reference_time",
-           "claim_rows", "claim_rows_by_key", "tau_d_exponent", "Exploration", "LowerBound", "MeetingTimes",
-           "MixingResult", "event_crossing", "explore", "good_set_exits", "good_start_times", "run",
-           "sample_seed",
-           "stationary_samples", "top_start_times", "uncoupled_times", "findings_markdown", "summary",
-           "SUMMARY_COLUMNS"]
+           "reference_time", "claim_rows", "claim_rows_by_key", "tau_d_exponent", "Exploration", "LowerBound",
+           "MeetingTimes", "MixingResult", "event_crossing", "explore", "good_set_exits", "good_start_times",
+           "run", "sample_seed", "stationary_samples", "top_start_times", "uncoupled_times",
+           "findings_markdown", "summary", "SUMMARY_COLUMNS"]

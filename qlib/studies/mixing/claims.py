@@ -33,7 +33,8 @@ def _ratio_exponent(m: MeetingTimes) -> tuple[stats.PowerFit | None, str]:
     ref = np.array([reference_time(int(n), int(d), float(lam)) for n, d, lam in zip(m.n, m.d, m.lam)])
     if not _met(m.T):
         unmet = int(np.sum(~np.isfinite(m.T)))
-        return None, f"{unmet} of {m.T.size} replica-runs never met within {m.cap.min():.2g}..{m.cap.max():.2g} steps"
+        return None, (f"{unmet} of {m.T.size} replica-runs never met within "
+                      f"{m.cap.min():.2g}..{m.cap.max():.2g} steps")
     fit = stats.fit_power_law(m.n.astype(float), m.T / ref[:, None])
     ratio = m.T.mean(axis=1) / ref
     return fit, f"T/(k d^(k-1) n ln n) = {', '.join(f'{r:.2f}' for r in ratio)}; exponent in n {fit}"

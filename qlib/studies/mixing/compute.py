@@ -88,13 +88,13 @@ def uncoupled_times(points: Sequence[PointTuple], *, replicas: int, seeds: Seque
     out = []
     for j, (pt, e) in enumerate(zip(points, every)):
         ra = a[j] if a is not None else simulate_many([pt], steps=e * frames, replicas=replicas,
-                                                      seeds=[seeds[j]],
-                                                      initial="fluid", record_every=e, progress=False)[0]
+                                                      seeds=[seeds[j]], initial="fluid", record_every=e,
+                                                      progress=False)[0]
         rb = simulate_many([pt], steps=e * frames, replicas=replicas,
                            seeds=[named_seed("mixing", "uncoupled chain", seeds[j])],
                            initial=[{"counts": y[j]}], record_every=e, progress=False)[0]
         L = max(ra.trajectory.shape[2], rb.trajectory.shape[2])
-        pad = lambda t: np.pad(t, ((0, 0), (0, 0), (0, L - t.shape[2])))  # noqa: E731
+        pad = lambda t, L=L: np.pad(t, ((0, 0), (0, 0), (0, L - t.shape[2])))  # noqa: E731
         eq = np.all(pad(ra.trajectory) == pad(rb.trajectory), axis=2)  # (replicas, frames)
         out.append(np.where(eq.any(axis=1), (np.argmax(eq, axis=1) + 1) * e, np.inf).astype(float))
     return out
@@ -284,9 +284,8 @@ def _family_sets(ctx: dict) -> dict:
     good = _times(ctx, "02_good", pts, cap0, good_start_times, seeds, burn_taus=burn_taus)
     top = _times(ctx, "02_top", pts, cap0, top_start_times, seeds)
     # counterfactual caps: cap x the largest JSQ(d) time at the point (inf if never met there)
-    cf_cap = [max(1, int(ctx["capf"]
-                         * np.nanmax(np.where(np.isfinite(np.concatenate([g, t])), np.concatenate([g, t]),
-                                                          np.nan))))
+    cf_cap = [max(1, int(ctx["capf"] * np.nanmax(np.where(np.isfinite(np.concatenate([g, t])),
+                                                          np.concatenate([g, t]), np.nan))))
               for g, t in zip(good.T, top.T)]
     # JSQ(2) (power of two), not JSQ(1): with one choice near lam = 1 the queues are ~1/(1-lam)
     # long, so the count chain would carry thousands of levels

@@ -48,8 +48,8 @@ def findings_markdown(result: MixingResult) -> str:
     kk = int(ds.k[0])
     if fit is not None:
         inside_tau = fit.ci[0] <= td <= fit.ci[1]
-        expl = (f"The fluid relaxation time's own exponent in d over this window is {td:.2f}: the measured "
-                "CI "
+        expl = (f"The fluid relaxation time's own exponent in d over this window is {td:.2f}: "
+                "the measured CI "
                 + ("contains it, so the linearised dynamics account for an exponent below k − 1 here"
                    if inside_tau
                    else "does not contain it, so the linearised relaxation time does not explain the "

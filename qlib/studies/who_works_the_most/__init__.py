@@ -51,8 +51,7 @@ from qlib.studies.who_works_the_most.compute import (
 from qlib.studies.who_works_the_most.prose import SUMMARY_COLUMNS, findings_markdown, summary
 
 __all__ = ["PARAMETERS", "CLAIMS", "CLAIM_THRESHOLDS", "WRONG_RULES", "FAMILIES", "INFORMED_MAX_N",
-           "ClaimsGrid",
-           "Profile", "SimulatedCase", "WhoWorksTheMostResult", "chain_relaxation_time", "claims_grid",
-           "family_rates", "gamma_key", "geometric_rates", "profile", "routed_stationary", "run",
-           "simulate_profile", "swap_residual", "claim_rows", "findings_markdown", "summary",
+           "ClaimsGrid", "Profile", "SimulatedCase", "WhoWorksTheMostResult", "chain_relaxation_time",
+           "claims_grid", "family_rates", "gamma_key", "geometric_rates", "profile", "routed_stationary",
+           "run", "simulate_profile", "swap_residual", "claim_rows", "findings_markdown", "summary",
            "SUMMARY_COLUMNS"]

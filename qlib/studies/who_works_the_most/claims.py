@@ -58,8 +58,8 @@ def _sim_verdict(r: SimulationResult, claim: int, exact: np.ndarray | None,
     if exact is not None:
         ok = ok and bool(np.all(np.abs(est.mean - exact) < z_max * est.stderr))
     worst = int(np.argmin(lo))
-    return ok, f"{int(np.sum(lo <= 0))} of {lo.size} pairs with CI not above 0 (worst {est.mean[worst]:.4f} ± " \
-               f"{est.halfwidth()[worst]:.4f})", float(lo.min())
+    return ok, (f"{int(np.sum(lo <= 0))} of {lo.size} pairs with CI not above 0 "
+                f"(worst {est.mean[worst]:.4f} ± {est.halfwidth()[worst]:.4f})"), float(lo.min())
 
 
 #: The wrong routing rules (policies of :func:`qlib.heterogeneous.simulate`) a row runs, by key.
