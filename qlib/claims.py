@@ -44,8 +44,8 @@ from __future__ import annotations
 import importlib
 import json
 import re
+from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass
-from typing import Callable, Iterable
 
 #: table section -> study module; imported lazily so `import qlib` stays light.
 STUDIES: dict[str, str] = {
@@ -241,8 +241,8 @@ def collect(mode: str = "full", only: Iterable[str] | None = None,
 
 #: The resolution of a supermarket claim row that runs no near wrong model (a finding, a
 #: measurement of the fluid formula, a control): what its evidence on the routing rule rests on.
-NO_NEAR = ("no near wrong model run on this row: its evidence that the chain is JSQ(d) and nothing next to it "
-           "rests on the level-flow identity rows")
+NO_NEAR = ("no near wrong model run on this row: its evidence that the chain is JSQ(d) and nothing next to "
+           "it rests on the level-flow identity rows")
 
 
 def _with_source(row: ClaimRow, title: str) -> ClaimRow:
@@ -275,7 +275,8 @@ def summary(rows: list[ClaimRow]) -> str:
         txt = f"{names.get(kind, kind)}: " + ", ".join(f"{c[kind][v]} {v if v != 'finding' else 'findings'}"
                                              for v in VERDICTS if c[kind][v] or v in ("PASS", "FAIL"))
         if kind == "claim":
-            txt += f" ({sum(r.sound for r in rows if r.kind == 'claim')} of the PASS sound: every far wrong model fails)"
+            txt += (f" ({sum(r.sound for r in rows if r.kind == 'claim')} of the PASS sound: every far wrong "
+                    "model fails)")
         parts.append(txt)
     return "; ".join(parts) + "."
 
@@ -577,8 +578,10 @@ def to_text(rows: list[ClaimRow]) -> str:
     """A compact plain-text table for terminals."""
     lines = [f"{'#':>2}  {'verdict':12}  {'kind':11}  claim  [parameters]  theory | measured"]
     for i, r in enumerate(rows, 1):
-        flag = "" if r.sound or r.verdict != "PASS" else "  (not sound: a far wrong model passes too, or too short)"
-        lines.append(f"{i:>2}  {r.verdict:12}  {r.kind:11}  {r.claim}  [{r.parameters}]  {r.theory} | {r.measured}{flag}")
+        flag = ("" if r.sound or r.verdict != "PASS"
+                else "  (not sound: a far wrong model passes too, or too short)")
+        lines.append(f"{i:>2}  {r.verdict:12}  {r.kind:11}  {r.claim}  [{r.parameters}]  {r.theory} | "
+                     f"{r.measured}{flag}")
     lines.append(summary(rows))
     return "\n".join(lines)
 
@@ -588,8 +591,8 @@ def to_json(rows: list[ClaimRow]) -> str:
     """Every field of every row as JSON: a list of rows, each with its pre-set ``threshold``, its
     ``verdict`` (one of :data:`VERDICTS`) and ``sound`` (:func:`counts` gives the summary).
     Derived numbers as :func:`published` writes them, so the file is the same on every CPU."""
-    return json.dumps(published([asdict(r) | {"verdict": r.verdict, "sound": r.sound} for r in rows]), indent=1,
-                      default=str)
+    rows_out = [asdict(r) | {"verdict": r.verdict, "sound": r.sound} for r in rows]
+    return json.dumps(published(rows_out), indent=1, default=str)
 
 
 #: Significant digits of a derived float as published: CPUs and BLAS builds differ in the last
@@ -622,7 +625,7 @@ def published(x):
     return x
 
 
-def _published_number(m: "re.Match") -> str:
+def _published_number(m: re.Match) -> str:
     text = m.group(0)
     if "." not in text and "e" not in text.lower():
         return text  # an integer: exact
@@ -655,13 +658,16 @@ def to_dataframe(rows: list[ClaimRow], compact: bool = False):
     for i, r in enumerate(rows, 1):
         d = {f: getattr(r, f) for f in r.__dataclass_fields__ if f != "counterfactuals"}
         d.update(number=i, verdict=r.verdict, sound=r.sound, wrong_models=len(r.counterfactuals),
-                 wrong_models_failing=sum(not c.passed for c in r.counterfactuals), wrong_models_text=_cf_text(r))
+                 wrong_models_failing=sum(not c.passed for c in r.counterfactuals),
+                 wrong_models_text=_cf_text(r))
         out.append(d)
-    cols = ["number", "source", "kind", "claim", "parameters", "start", "taus", "theory", "measured", "criterion",
-            "threshold", "verdict", "passed", "sound", "wrong_models", "wrong_models_failing", "wrong_models_text",
-            "outcome", "resolution", "reference"]
+    cols = ["number", "source", "kind", "claim", "parameters", "start", "taus", "theory", "measured",
+            "criterion", "threshold", "verdict", "passed", "sound", "wrong_models", "wrong_models_failing",
+            "wrong_models_text", "outcome", "resolution", "reference"]
     df = pd.DataFrame(out)
-    return df[[c for c in cols if c in df] + [c for c in df if c not in cols]] if len(df) else pd.DataFrame(columns=cols)
+    if not len(df):
+        return pd.DataFrame(columns=cols)
+    return df[[c for c in cols if c in df] + [c for c in df if c not in cols]]
 
 
 def _md(s: str) -> str:
@@ -669,7 +675,6 @@ def _md(s: str) -> str:
 
 
 __all__ = ["ClaimRow", "ClaimSpec", "Counterfactual", "STUDIES", "KINDS", "VERDICTS", "MIN_TAUS", "collect",
-           "se_distance",
-           "combine", "counts", "decide", "exit_failed", "summary", "to_markdown", "to_text", "to_json", "to_dataframe",
-           "summary_markdown", "compact_markdown", "key_number", "figure_of", "where", "FIGURES",
-           "KIND_NAMES", "published"]
+           "se_distance", "combine", "counts", "decide", "exit_failed", "summary", "to_markdown", "to_text",
+           "to_json", "to_dataframe", "summary_markdown", "compact_markdown", "key_number", "figure_of",
+           "where", "FIGURES", "KIND_NAMES", "published"]

@@ -22,8 +22,8 @@ import os
 import subprocess
 import sys
 import textwrap
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Callable, Iterator
 
 import numpy as np
 import pytest
@@ -125,6 +125,7 @@ def fresh_cache(smoke_cache) -> Iterator[Path]:
 
 def pytest_collection_modifyitems(config, items):
     """Notebook executions last, after the study tests have filled the smoke cache."""
-    last = [it for it in items if it.nodeid.startswith("tests/test_notebooks.py::test_notebook_runs_in_smoke_mode")]
+    last = [it for it in items
+            if it.nodeid.startswith("tests/test_notebooks.py::test_notebook_runs_in_smoke_mode")]
     if last:
         items[:] = [it for it in items if it not in last] + last

@@ -7,6 +7,7 @@ import pytest
 
 from qlib import cache
 
+
 def test_cache_reuses_and_records_provenance(tmp_path, monkeypatch):
     monkeypatch.setenv("QLIB_CACHE", str(tmp_path))
     monkeypatch.delenv("QLIB_REFRESH", raising=False)
@@ -74,7 +75,8 @@ def test_interrupted_write_leaves_no_entry_and_the_old_one_intact(tmp_path, monk
     monkeypatch.setenv("QLIB_CACHE", str(tmp_path))
     assert not list(tmp_path.glob(".*.tmp")), "temporary files were left behind"
     assert len(list(tmp_path.glob("demo-*.npz"))) == 1  # n = 2 never became an entry
-    np.testing.assert_array_equal(cache.cached("demo", {"n": 1}, 0, lambda: {"x": np.zeros(3)})["x"], old["x"])
+    np.testing.assert_array_equal(cache.cached("demo", {"n": 1}, 0, lambda: {"x": np.zeros(3)})["x"],
+                                  old["x"])
 
 
 def test_cached_points_resume_after_an_interruption(tmp_path, monkeypatch):

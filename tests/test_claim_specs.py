@@ -32,14 +32,15 @@ _NUMBER = re.compile(r"(?<![\w^.+\-/])(\d+(?:\.\d+)?(?:e-?\d+)?(?:/\d+)?)(?![\w%
 THEORY = {
     "max(1/2, 1 - 2c)": "the bound of Brightwell, Fairthorne & Luczak: the fraction at k >= max(1/2, 1 - 2c)",
     "1 - slack": "the bound 1 - slack (1-lam) d^(k-1): the 1 is the whole, slack the threshold",
-    "<= 1/4 + 2 SE": "the lower-bound run's crossing rule (PARAMETERS[mode]['lower']['threshold'], a run parameter)",
+    "<= 1/4 + 2 SE": "the lower-bound run's crossing rule (PARAMETERS[mode]['lower']['threshold'], a run "
+                     "parameter)",
     "d_TV <= 1/4": "the definition of the mixing time",
     "bound 1 - ": "the bound 1 - slack (1-lam) d^(k-1) rendered",
     "k - 1": "the exponent the mixing claim states",
     "> 0": "the sign a claim states (a margin above zero)",
     "above 0": "the sign a claim states",
-    "(about 5 standard errors)": "a gloss on the identity's tolerance in the table's wording (kept: claims.json's "
-                                 "bytes do not change in issue 28)",
+    "(about 5 standard errors)": "a gloss on the identity's tolerance in the table's wording (kept: "
+                                 "claims.json's bytes do not change in issue 28)",
 }
 
 
@@ -47,7 +48,8 @@ def numbers(text: str) -> list[Fraction]:
     """The numbers typed in ``text``, outside the theory's own (:data:`THEORY`)."""
     for phrase in THEORY:
         text = text.replace(phrase, " ")
-    return [Fraction(m) if "/" in m else Fraction(float(m)).limit_denominator(10**9) for m in _NUMBER.findall(text)]
+    return [Fraction(m) if "/" in m else Fraction(float(m)).limit_denominator(10**9)
+            for m in _NUMBER.findall(text)]
 
 
 def claim_values(parameters: dict) -> set[Fraction]:
@@ -139,7 +141,8 @@ def test_texts_are_rendered_from_the_threshold_values(title, m, key, spec):
     for mode in MODES:
         P = m.PARAMETERS[mode]
         Q = _perturbed(P)
-        for render, template in ((spec.criterion_text, spec.criterion), (spec.threshold_text, spec.threshold)):
+        for render, template in ((spec.criterion_text, spec.criterion),
+                                 (spec.threshold_text, spec.threshold)):
             fields = {f for _, f, _, _ in string.Formatter().parse(template) if f}
             uses = bool(fields & {p[-1] for p in spec.thresholds})
             assert (render(P, **_ROW_FIELDS) != render(Q, **_ROW_FIELDS)) == uses, (key, template)

@@ -49,12 +49,14 @@ def test_markdown_puts_claims_and_identities_in_separate_sections():
     assert md.index("### 1 · PASS: a claim") < md.index("<summary>Identities") < md.index("an identity")
     assert "JSQ(1): 0.00 → FAIL" in md and "empty; 20 τ" in md
     data = json.loads(claims.to_json(rows))
-    assert data[0]["kind"] == "claim" and data[0]["sound"] and data[0]["counterfactuals"][0]["passed"] is False
+    assert data[0]["kind"] == "claim" and data[0]["sound"]
+    assert data[0]["counterfactuals"][0]["passed"] is False
     assert data[1]["kind"] == "identity"
 
 
 def test_measurements_have_their_own_section_and_are_not_counted_as_claims():
-    rows = [claims.ClaimRow("a claim", "p", "t", "m", True, counterfactuals=(claims.Counterfactual("w", "0", False),)),
+    rows = [claims.ClaimRow("a claim", "p", "t", "m", True,
+                            counterfactuals=(claims.Counterfactual("w", "0", False),)),
             claims.ClaimRow("a tail", "p", "t", "m", False, kind="measurement")]
     md = claims.to_markdown(rows)
     assert md.index("### 1 · PASS: a claim") < md.index("**Measurements**") < md.index("### 2 · FAIL: a tail")

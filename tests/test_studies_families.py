@@ -22,7 +22,8 @@ def test_family_points_and_gamma():
 
 def test_full_parameters_cover_the_issue():
     fams = F.PARAMETERS["full"]["families"]
-    k2_pos = [n for n, f in fams.items() if math.ceil(f["alpha"] / f["beta"]) == 2 and F.gamma(f["alpha"], f["beta"]) > 0]
+    k2_pos = [n for n, f in fams.items() if math.ceil(f["alpha"] / f["beta"]) == 2
+              and F.gamma(f["alpha"], f["beta"]) > 0]
     assert len(k2_pos) >= 3
     assert any(abs(F.gamma(f["alpha"], f["beta"])) < 1e-12 for f in fams.values())
     assert any(F.gamma(f["alpha"], f["beta"]) < 0 for f in fams.values())
@@ -61,8 +62,9 @@ def test_smoke_run_rows_and_figures(fresh_cache, tmp_path, monkeypatch):
     assert a.sd.sd.shape == (a.ns.size, F.PARAMETERS["smoke"]["sd"]["replicas"]) and np.all(a.sd.sd > 0)
     md = F.findings_markdown(r)
     assert md.count("\n| ") == sum(f.ns.size for f in r.families)  # one table row per point
-    from qlib.plots import families as pf
     import matplotlib.pyplot as plt
+
+    from qlib.plots import families as pf
     for fig in (pf.concentration_families_figure(r), pf.family_map_figure(r), pf.buffer_figure(r)):
         plt.close(fig)
 

@@ -25,11 +25,12 @@ def test_smoke_rows_record_every_near_variant_with_its_se_distance():
     result = study.run("smoke", progress=False)
     rows = study.claim_rows(result)
     assert len(rows) == len(result.points) == study.PARAMETERS["smoke"]["max_points"]
-    for r, L in zip(rows, result.levels):
+    for r, _L in zip(rows, result.levels):
         assert r.kind == "identity" and r.measured.startswith("JSQ(d): Z_j/SE")
         assert len(r.counterfactuals) == len(NEAR) and all(c.near for c in r.counterfactuals)
         for c in r.counterfactuals:
-            assert c.se_distance is not None and c.passed == (c.se_distance <= study.PARAMETERS["smoke"]["claims"]["threshold"])
+            assert c.se_distance is not None
+            assert c.passed == (c.se_distance <= study.PARAMETERS["smoke"]["claims"]["threshold"])
     # the verdict is the stated criterion on the model's own residuals
     z = result.z(result.model[0], 0)
     assert z.size == result.levels[0] and rows[0].passed == bool(np.all(np.abs(z) <= 5.0))

@@ -69,7 +69,8 @@ def test_interactive_run_shapes_seed_and_coverage():
     # near wrong model (lam 5% higher: 1 - lam = 0.055) fails the same tolerance
     assert a.p[0] == pytest.approx(0.1, abs=Z * a.p_se[0])
     assert abs(a.p[0] - (1 - 0.9 * 1.05)) > Z * a.p_se[0]
-    # it says how much it ran: tau = 1 here, so 6e4 steps (3e4 burn-in) are ~16 tau measured (< the 20 tau cap)
+    # it says how much it ran: tau = 1 here, so 6e4 steps (3e4 burn-in) are ~16 tau measured
+    # (< the 20 tau cap)
     assert a.taus == pytest.approx(3e4 / (v.tau * 1.9 * 1000))
     with pytest.raises(ValueError, match="max_steps"):
         eq.interactive_run(0.1, 300, 1000, max_steps=0)
@@ -100,8 +101,8 @@ def _fake(max_dist, p=None, n=10**4, d=20, lam=0.998):
                         tail_low=z(np.zeros(L1)), tail_high=z(np.zeros(L1)), p=z(p), p_low=z(p - 0.001),
                         p_high=z(p + 0.001), max_dist=z(max_dist), max_low=z(np.asarray(max_dist) - 0.02),
                         max_high=z(np.asarray(max_dist) + 0.02), taus=np.array([20.0]),
-                        burn_taus=np.array([20.0]), replicas=np.array([8]), relative_halfwidth=np.array([0.1]),
-                        converged=np.array([True]))
+                        burn_taus=np.array([20.0]), replicas=np.array([8]),
+                        relative_halfwidth=np.array([0.1]), converged=np.array([True]))
 
 
 def test_the_criteria_can_fail():
@@ -133,7 +134,8 @@ def test_study_shape_and_rows(smoke):
     with pytest.raises(ValueError, match="mode"):
         eq.run("quick")
     assert isinstance(smoke, eq.MaxLengthResult) and isinstance(smoke.max, eq.Estimates)
-    assert smoke.max.n.size == 3 and smoke.max_wrong.n.size == sum(map(len, eq.PARAMETERS["smoke"]["max"]["wrong_d"]))
+    assert smoke.max.n.size == 3 and smoke.max_wrong.n.size == sum(map(len,
+                                                                       eq.PARAMETERS["smoke"]["max"]["wrong_d"]))
     rows = eq.claim_rows(smoke)
     claims = [r for r in rows if r.kind == "claim"]
     assert len(claims) >= 7 and all(r.counterfactuals for r in claims)
@@ -142,7 +144,8 @@ def test_study_shape_and_rows(smoke):
     # smoke runs are tiny, but the identity E[u_1] = lam n holds at any size
     assert [r for r in rows if r.kind == "identity"][0].passed
     # every run started from empty and burnt in for 20 tau
-    assert np.all(smoke.max.burn_taus >= 19.9) and np.all(smoke.sweep.taus >= eq.PARAMETERS["smoke"]["batch_taus"] - 0.1)
+    assert np.all(smoke.max.burn_taus >= 19.9)
+    assert np.all(smoke.sweep.taus >= eq.PARAMETERS["smoke"]["batch_taus"] - 0.1)
 
 
 def test_claim_rows_run_their_criterion_on_near_wrong_models(smoke):
@@ -155,7 +158,8 @@ def test_claim_rows_run_their_criterion_on_near_wrong_models(smoke):
     assert all(e.n.size == smoke.max.n.size for e in smoke.max_near.values())
     # each near model runs on the model's clock (the model's tau sizes its steps) with its own d
     assert np.array_equal(smoke.sweep_near["d-1"].d, smoke.sweep.d - 1)
-    assert np.allclose(smoke.sweep_near["d-1"].taus, W["batch_taus"] * W["batches"], rtol=0.1)  # the model's tau
+    assert np.allclose(smoke.sweep_near["d-1"].taus, W["batch_taus"] * W["batches"],
+                       rtol=0.1)  # the model's tau
     rows = eq.claim_rows(smoke)
     for r in rows[:5]:
         near = [c for c in r.counterfactuals if c.near]
@@ -182,7 +186,8 @@ def test_figures_draw_from_the_result_even_with_empty_levels(smoke):
     p, hi = sw.p.copy(), sw.p_high.copy()
     p[:, 3:], hi[:, 3:] = -0.0, 1e-12  # every level above k = 2
     odd = dataclasses.replace(smoke, sweep=dataclasses.replace(sw, p=p, p_high=hi))
-    for fig in (P.regime_map_figure(odd), P.profiles_figure(odd), P.concentration_figure(odd), P.finite_n_figure(odd)):
+    for fig in (P.regime_map_figure(odd), P.profiles_figure(odd), P.concentration_figure(odd),
+                P.finite_n_figure(odd)):
         assert fig.axes
         plt.close(fig)
 
@@ -203,7 +208,8 @@ def test_long_points_join_from_their_scale(monkeypatch):
     assert len(eq.sweep_points("full")) == len(eq.PARAMETERS["full"]["sweep"]["ns"])
     monkeypatch.setenv("QLIB_SCALE", "2")
     assert 10_000 in eq.finite_n_sizes("full") and 100_000 not in eq.finite_n_sizes("full")
-    assert 10_000 in eq.family_sizes("full") and len(eq.sweep_points("full")) == len(eq.PARAMETERS["full"]["sweep"]["ns"]) + 1
+    assert 10_000 in eq.family_sizes("full")
+    assert len(eq.sweep_points("full")) == len(eq.PARAMETERS["full"]["sweep"]["ns"]) + 1
     monkeypatch.setenv("QLIB_SCALE", "10")
     assert 100_000 in eq.finite_n_sizes("full")
     assert eq.finite_n_sizes("smoke") == eq.PARAMETERS["smoke"]["finite_n"]["ns"]
@@ -220,7 +226,8 @@ def test_summary_is_the_numbers_of_the_result(smoke):
         k = int(mx.k[j])
         row = by["max"].iloc[j]
         assert (row.n, row.d, row.k) == (int(mx.n[j]), int(mx.d[j]), k)
-        assert (row.p_max_k, row.p_max_k_low, row.p_max_k_high) == (mx.max_dist[j, k], mx.max_low[j, k], mx.max_high[j, k])
+        assert (row.p_max_k, row.p_max_k_low, row.p_max_k_high) == (mx.max_dist[j, k], mx.max_low[j, k],
+                                                                    mx.max_high[j, k])
     f = smoke.family
     assert np.array_equal(by["family"].fraction_at_k, [f.p[j, int(f.k[j])] for j in range(f.n.size)])
     fn, fl, lv = smoke.finite_n, float(smoke.refined[0, 0]), eq.PARAMETERS["smoke"]["finite_n"]["level"]

@@ -58,7 +58,8 @@ def test_event_crossing_limits():
     assert float(g["crossing"]) > 0 and g["p"][0] > 0.9  # the displaced start has more customers
     assert abs(float(g["pi_A"]) - 0.5) < 0.1 and abs(g["p"][-1] - float(g["pi_A"])) < 0.25
     # samples drawn once and passed in give the same numbers as drawing them inside
-    y = study.stationary_samples([(300, 5, 0.9)], replicas=64, seeds=[study.sample_seed(4)], burn_taus=20.0)[0]
+    y = study.stationary_samples([(300, 5, 0.9)], replicas=64, seeds=[study.sample_seed(4)],
+                                 burn_taus=20.0)[0]
     g2 = study.event_crossing(300, 5, 0.9, start="displaced", samples=y, **kw)
     assert all(np.array_equal(g[key], g2[key]) for key in g)
 

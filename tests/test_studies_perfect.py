@@ -68,7 +68,8 @@ def test_summary_is_the_cost_table_as_numbers(result):
     df = study.summary(result)
     c = result.cost
     assert list(df.columns) == list(study.SUMMARY_COLUMNS) and len(df) == c.n.size
-    assert np.array_equal(df.n, c.n) and np.array_equal(df.lam, c.lam) and np.array_equal(df.burn_in_steps, c.burn_in)
+    assert np.array_equal(df.n, c.n) and np.array_equal(df.lam, c.lam) and np.array_equal(df.burn_in_steps,
+                                                                                          c.burn_in)
     assert np.array_equal(df.perfect_steps, 2 * c.steps_run.mean(axis=1))
     assert np.array_equal(df.certificate_steps, 2 * c.forward.max(axis=1))
     assert np.array_equal(df.coalescence_taus, c.coalescence.mean(axis=1) / (c.tau * (1 + c.lam) * c.n))

@@ -42,7 +42,8 @@ def test_study_shape_and_smoke_claim_rows(fresh_cache, monkeypatch):
     assert set(study.PARAMETERS) == {"full", "smoke"}
     result = study.run("smoke", progress=False)
     # every simulation is a cache entry: a second run reads them back, the same bits
-    monkeypatch.setattr(compute, "simulate", lambda *a, **k: pytest.fail("simulated again instead of reading the cache"))
+    monkeypatch.setattr(compute, "simulate",
+                        lambda *a, **k: pytest.fail("simulated again instead of reading the cache"))
     again = study.run("smoke", progress=False)
     for c, c2 in zip(result.cases, again.cases):
         assert list(c.runs) == list(c2.runs)
@@ -50,7 +51,8 @@ def test_study_shape_and_smoke_claim_rows(fresh_cache, monkeypatch):
             for f in ("busy_fraction", "throughput", "mean_queue", "wait_fraction", "arrivals", "time"):
                 np.testing.assert_array_equal(getattr(r, f), getattr(c2.runs[rule], f), err_msg=f"{rule} {f}")
             assert (r.lam, r.policy, r.steps, r.burn_in, r.seed) == (c2.runs[rule].lam, c2.runs[rule].policy,
-                                                                    c2.runs[rule].steps, c2.runs[rule].burn_in,
+                                                                    c2.runs[rule].steps,
+                                                                     c2.runs[rule].burn_in,
                                                                     c2.runs[rule].seed)
     assert len(result.profiles) == len(result.sims) == len(study.PARAMETERS["smoke"]["figures"]["loads"])
     rows = study.claim_rows(result)
@@ -89,6 +91,8 @@ def test_summary_is_the_exact_profiles(fresh_cache):
     assert len(df) == sum(p.n for p in result.profiles)
     for p in result.profiles:
         sub = df[df.rho == p.rho]
-        assert np.array_equal(sub.busy, p.busy) and np.array_equal(sub.work, p.work) and np.array_equal(sub.mu, p.mus)
+        assert np.array_equal(sub.busy, p.busy) and np.array_equal(sub.work,
+                                                                   p.work) and np.array_equal(sub.mu, p.mus)
         assert np.array_equal(sub.informed_busy, p.informed_busy)
-        assert sub.busiest_uniform.sum() == 1 and sub.server[sub.busiest_uniform].item() == np.argmax(p.busy) + 1
+        assert sub.busiest_uniform.sum() == 1
+        assert sub.server[sub.busiest_uniform].item() == np.argmax(p.busy) + 1

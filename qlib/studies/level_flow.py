@@ -23,14 +23,16 @@ lam eta E[u_{j-1}/n - g(u_{j-1})]) is ``eta_margin`` x the threshold in SE at so
 
 Every set of runs draws from its own named stream (:func:`qlib._rng.named_seed`).
 
-The study's shape (see :mod:`qlib.studies`): :data:`PARAMETERS`, :data:`CLAIMS`, :func:`run`, :func:`claim_rows`.
+The study's shape (see :mod:`qlib.studies`): :data:`PARAMETERS`, :data:`CLAIMS`, :func:`run`,
+:func:`claim_rows`.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -55,8 +57,8 @@ CLAIM_THRESHOLDS: dict[str, float] = dict(threshold=5.0)
 #: ``variant_taus`` tau.
 PARAMETERS: dict[str, dict[str, Any]] = {
     "smoke": dict(points=("max_length",), max_points=1, replicas=4, burn_taus=0.5, taus=1.0,
-                  variant_replicas=4, variant_taus=1.0, claims=CLAIM_THRESHOLDS, eta_ladder=(0.3, 0.1, 0.03, 0.01),
-                  eta_margin=2.0, max_steps=4_000_000),
+                  variant_replicas=4, variant_taus=1.0, claims=CLAIM_THRESHOLDS,
+                  eta_ladder=(0.3, 0.1, 0.03, 0.01), eta_margin=2.0, max_steps=4_000_000),
     # The make-figures budget binds (about 32 min of a quiet 2-core machine): JSQ(d) at every claim point of
     # max_length, mixing and families (the families' 16 points cost ~4e8 replica-steps in a kernel
     # of their own); the near wrong models at the five points ``variant_at`` (n, d, 1-lam),
@@ -64,8 +66,8 @@ PARAMETERS: dict[str, dict[str, Any]] = {
     # boundary, the other sampling rule at d = 500, the departure rank at the profile point and on
     # the family at n = 1e3, eta-greedy at the finite-n point); the variants at every point from
     # --scale 2 (``scaled_from``).
-    "full": dict(points=("max_length", "mixing", "families"), max_points=None, replicas=8, burn_taus=2.0, taus=4.0,
-                 variant_replicas=4, variant_taus=1.0, claims=CLAIM_THRESHOLDS,
+    "full": dict(points=("max_length", "mixing", "families"), max_points=None, replicas=8, burn_taus=2.0,
+                 taus=4.0, variant_replicas=4, variant_taus=1.0, claims=CLAIM_THRESHOLDS,
                  eta_ladder=(0.3, 0.1, 0.03, 0.01, 0.003, 0.001, 3e-4, 1e-4), eta_margin=2.0,
                  max_steps=60_000_000,
                  variant_at=[(10_000, 20, 2e-3), (1_000, 31, 1_000 ** -0.75), (10_000, 500, 1e-3),
@@ -80,10 +82,12 @@ def _variant_mask(pts: list[PointTuple], P: dict) -> list[bool]:
     at = P.get("variant_at")
     if at is None or scale() >= P.get("scaled_from", math.inf):
         return [True] * len(pts)
-    return [any(n == a[0] and d == a[1] and abs((1 - lam) - a[2]) <= 1e-9 * a[2] for a in at) for n, d, lam in pts]
+    return [any(n == a[0] and d == a[1] and abs((1 - lam) - a[2]) <= 1e-9 * a[2] for a in at)
+            for n, d, lam in pts]
 
 
-def claim_points(mode: str, studies: Sequence[str] = ("max_length", "mixing", "families")) -> list[tuple[str, PointTuple]]:
+def claim_points(mode: str, studies: Sequence[str] = ("max_length", "mixing", "families")
+                 ) -> list[tuple[str, PointTuple]]:
     """(label, (n, d, lam)) of every point where a claim row of the supermarket studies simulates,
     read from their PARAMETERS[mode] (each point once, in study order). The families study is
     taken when it exists."""
@@ -178,7 +182,8 @@ def _runs(points: list[PointTuple], taus: list[float], *, replicas: int, burn_ta
                          flows=True, variant=variant, progress=False)
 
 
-def _eta_for(res: SupermarketResult, L: int, threshold: float, margin: float, ladder, se_factor: float = 1.0) -> float:
+def _eta_for(res: SupermarketResult, L: int, threshold: float, margin: float, ladder,
+             se_factor: float = 1.0) -> float:
     """The smallest eta of ``ladder`` whose first-order residual lam eta E[u_{j-1}/n - g(u_{j-1})]
     reaches margin x threshold SE at some level j <= L (the largest eta if none). ``se_factor``
     scales the model run's SE to the variant run's (fewer replicas, shorter: sqrt of the ratio of
@@ -194,7 +199,8 @@ def _eta_for(res: SupermarketResult, L: int, threshold: float, margin: float, la
     return float(max(ladder))
 
 
-def run(mode: str = "full", *, points: Sequence[PointTuple] | None = None, progress: bool = True) -> LevelFlowResult:
+def run(mode: str = "full", *, points: Sequence[PointTuple] | None = None,
+        progress: bool = True) -> LevelFlowResult:
     """Simulate every point (default: :func:`claim_points` of ``mode``) under JSQ(d) and every near
     wrong model, with the level-flow sums. ``points``: any list of (n, d, lam) instead."""
     mode = check_mode(mode)
@@ -216,15 +222,17 @@ def run(mode: str = "full", *, points: Sequence[PointTuple] | None = None, progr
     model: list = [None] * len(pts)
     for group in sorted({lab.split(":")[0] for lab, _ in labelled}):
         idx = [i for i, (lab, _) in enumerate(labelled) if lab.split(":")[0] == group]
-        got = _runs([pts[i] for i in idx], [tau[i] for i in idx], replicas=P["replicas"], burn_taus=P["burn_taus"],
+        got = _runs([pts[i] for i in idx], [tau[i] for i in idx], replicas=P["replicas"],
+                    burn_taus=P["burn_taus"],
                     meas_taus=P["taus"] * k_scale, max_steps=cap, variant=None, name="model")
         for i, r in zip(idx, got):
             model[i] = r
     se_factor = math.sqrt(P["replicas"] * P["taus"] / (P["variant_replicas"] * P["variant_taus"]))
-    eta = [_eta_for(r, L, P["claims"]["threshold"], P["eta_margin"], P["eta_ladder"], se_factor) for r, L in zip(model, levels)]
+    eta = [_eta_for(r, L, P["claims"]["threshold"], P["eta_margin"], P["eta_ladder"], se_factor)
+           for r, L in zip(model, levels)]
     variants: dict[str, list] = {}
-    vkw = dict(replicas=P["variant_replicas"], burn_taus=P["burn_taus"], meas_taus=P["variant_taus"] * k_scale,
-               max_steps=cap)
+    vkw = dict(replicas=P["variant_replicas"], burn_taus=P["burn_taus"],
+               meas_taus=P["variant_taus"] * k_scale, max_steps=cap)
     sel = [i for i, on in enumerate(_variant_mask(pts, P)) if on]
     for v in NEAR:
         out: list = [None] * len(pts)
@@ -236,7 +244,8 @@ def run(mode: str = "full", *, points: Sequence[PointTuple] | None = None, progr
                 for i, r in zip(idx, got):
                     out[i] = r
         elif sel:
-            for i, r in zip(sel, _runs([pts[i] for i in sel], [tau[i] for i in sel], variant=v, name=v, **vkw)):
+            for i, r in zip(sel,
+                            _runs([pts[i] for i in sel], [tau[i] for i in sel], variant=v, name=v, **vkw)):
                 out[i] = r
         variants[v] = out
     return LevelFlowResult(mode=mode, parameters=P, points=labelled, levels=levels, tau=tau, model=model,
@@ -278,17 +287,18 @@ def claim_rows(result: LevelFlowResult) -> list[ClaimRow]:
         rel = float(np.min([result.model[p].steps / (steps_per_time(n, lam) * result.tau[p])]))
         rows.append(ClaimRow(
             claim=spec.claim.format(L=L),
-            parameters=f"{label}: n = {n}, d = {d}, 1-lam = {1 - lam:.3g}; {m.replicas} replicas, from the fluid "
-                       f"point, burn-in {P['burn_taus']:g} tau, {rel:.1f} tau measured",
+            parameters=f"{label}: n = {n}, d = {d}, 1-lam = {1 - lam:.3g}; {m.replicas} replicas, from the "
+                       f"fluid point, burn-in {P['burn_taus']:g} tau, {rel:.1f} tau measured",
             theory="residual 0 at every level",
             measured=f"JSQ(d): Z_j/SE = {_fmt(z)}. " + (
                 f"Near wrong models (same criterion, {result.variants[NEAR[0]][p].replicas} replicas): "
                 + "; ".join(texts) if texts else
                 "Near wrong models: not run at this point (full mode runs them at the points of "
                 "PARAMETERS['full']['variant_at'], every point from --scale 2)"),
-            passed=passed, kind="identity", threshold=spec.threshold_text(P), criterion=spec.criterion_text(P),
-            counterfactuals=tuple(cfs), taus=rel, start="fluid fixed point",
-            resolution=("; ".join(t for t in texts if "not told apart" in t) or "every near wrong model FAILs")
+            passed=passed, kind="identity", threshold=spec.threshold_text(P),
+            criterion=spec.criterion_text(P), counterfactuals=tuple(cfs), taus=rel, start="fluid fixed point",
+            resolution=("; ".join(t for t in texts if "not told apart" in t)
+                        or "every near wrong model FAILs")
             if texts else "no near wrong model run here",
             reference=spec.reference))
     return rows
@@ -323,11 +333,12 @@ def summary(result: LevelFlowResult):
 #: PARAMETERS[mode]["claims"]) and the near wrong models it runs (keys of WRONG_MODELS).
 CLAIMS: dict[str, ClaimSpec] = {
     "level_flow": ClaimSpec(
-        "level_flow", "level flow E[u_j] = lam n E[(u_(j-1)/n)^d], j = 1..{L} (JSQ(d) with the model's sampling rule)",
-        "paired residual Z_j = mean(u_j/n) - lam mean(g(u_(j-1))) within {threshold:g} SE (over replicas) at every "
-        "level; each near wrong model must exceed it at some level",
-        thresholds=(("threshold",),), threshold="|Z_j| <= {threshold:g} SE at every level", wrong_models=NEAR_MODELS,
-        rows=lambda result, spec: claim_rows(result),
+        "level_flow",
+        "level flow E[u_j] = lam n E[(u_(j-1)/n)^d], j = 1..{L} (JSQ(d) with the model's sampling rule)",
+        "paired residual Z_j = mean(u_j/n) - lam mean(g(u_(j-1))) within {threshold:g} SE (over replicas) at "
+        "every level; each near wrong model must exceed it at some level",
+        thresholds=(("threshold",),), threshold="|Z_j| <= {threshold:g} SE at every level",
+        wrong_models=NEAR_MODELS, rows=lambda result, spec: claim_rows(result),
         reference="docs/models.md#level-flow, docs/models.md#near-wrong-models"),
 }
 

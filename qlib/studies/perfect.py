@@ -31,7 +31,13 @@ import numpy as np
 from qlib import _rng, cache, stats
 from qlib.claims import ClaimRow, ClaimSpec
 from qlib.studies import ArrayResult, check_mode
-from qlib.supermarket import exact_equilibrium, exact_stationary, meeting_times, perfect_samples, relaxation_time
+from qlib.supermarket import (
+    exact_equilibrium,
+    exact_stationary,
+    meeting_times,
+    perfect_samples,
+    relaxation_time,
+)
 from qlib.supermarket.equilibrium import BURN_IN_TAUS
 from qlib.supermarket.perfect import capacity_for, forward_meeting_states, state_law
 from qlib.supermarket.theory import predicted_max_length, steps_per_time
@@ -149,8 +155,9 @@ _STREAMS = {"exactness": 1, "cost": 2, "max_law": 3}
 
 def exactness(points, samples: int, p_pass: float, seed: int, *, progress: bool = False) -> Exactness:
     """The G-tests of perfect samples and of the biased sampler at small n (see the module)."""
-    cols: dict[str, list] = {k: [] for k in ("n", "d", "lam", "capacity", "replacement", "samples", "G", "dof",
-                                             "p_value", "biased_G", "biased_p", "loss", "loss_se", "loss_exact")}
+    cols: dict[str, list] = {k: [] for k in ("n", "d", "lam", "capacity", "replacement", "samples", "G",
+                                             "dof", "p_value", "biased_G", "biased_p", "loss", "loss_se",
+                                             "loss_exact")}
     for j, (n, d, lam, L, repl) in enumerate(points):
         s = _seed(seed, "exactness", j)
         r = perfect_samples(n, d, lam, capacity=L, replicas=samples, seed=s, replacement=repl)
@@ -161,7 +168,8 @@ def exactness(points, samples: int, p_pass: float, seed: int, *, progress: bool 
         loss, loss_se = r.loss_probability
         for k, v in dict(n=n, d=d, lam=lam, capacity=L, replacement=repl, samples=samples, G=g.G, dof=g.dof,
                          p_value=g.p_value, biased_G=b.G, biased_p=b.p_value, loss=loss, loss_se=loss_se,
-                         loss_exact=exact_equilibrium(n, d, lam, capacity=L, replacement=repl).loss_probability
+                         loss_exact=exact_equilibrium(n, d, lam, capacity=L,
+                                                      replacement=repl).loss_probability
                          ).items():
             cols[k].append(v)
     return Exactness(**{k: np.asarray(v) for k, v in cols.items()}, p_pass=np.asarray(p_pass))
@@ -170,9 +178,11 @@ def exactness(points, samples: int, p_pass: float, seed: int, *, progress: bool 
 def _cost_point(n: int, d: int, lam: float, replicas: int, extra: int, seed: int) -> dict[str, np.ndarray]:
     L = capacity_for(d, lam, extra=extra)
     r = perfect_samples(n, d, lam, capacity=L, replicas=replicas, seed=seed)
-    fwd = meeting_times(n, d, lam, replicas=replicas, seed=seed, top_length=L, max_steps=2**40, progress=False)
+    fwd = meeting_times(n, d, lam, replicas=replicas, seed=seed, top_length=L, max_steps=2**40,
+                        progress=False)
     tau = relaxation_time(d, lam)
-    return dict(n=n, d=d, lam=lam, capacity=L, tau=tau, coalescence=r.coalescence_steps, steps_run=r.steps_run,
+    return dict(n=n, d=d, lam=lam, capacity=L, tau=tau, coalescence=r.coalescence_steps,
+                steps_run=r.steps_run,
                 forward=fwd, burn_in=BURN_IN_TAUS * tau * steps_per_time(n, lam), mass=r.mass_at_capacity[0],
                 loss=r.loss_probability[0], counts=r.counts)
 
@@ -193,9 +203,11 @@ def run(mode: str = "full", *, progress: bool = True) -> PerfectResult:
     m = P["max_law"]
     n, d, lam = m["point"]
     ms = _seed(P["seed"], "max_law", 0)
-    mp = cache.cached_points("perfect-max-law", [dict(n=n, d=d, lam=lam, replicas=m["replicas"], extra=P["extra"])],
-                             [ms], lambda idx: [_cost_point(n, d, lam, m["replicas"], P["extra"], ms)], group=1)[0]
-    return PerfectResult(exactness=Exactness.from_arrays(e), cost=cost, max_law=_max_law(mp, d, lam), mode=mode)
+    mp = cache.cached_points("perfect-max-law",
+                             [dict(n=n, d=d, lam=lam, replicas=m["replicas"], extra=P["extra"])], [ms],
+                             lambda idx: [_cost_point(n, d, lam, m["replicas"], P["extra"], ms)], group=1)[0]
+    return PerfectResult(exactness=Exactness.from_arrays(e), cost=cost, max_law=_max_law(mp, d, lam),
+                         mode=mode)
 
 
 def _max_law(p: dict[str, np.ndarray], d: int, lam: float) -> MaxLaw:
@@ -210,7 +222,8 @@ def _max_law(p: dict[str, np.ndarray], d: int, lam: float) -> MaxLaw:
 
     g = np.asarray(all_sampled_at_least(u_L, d, replacement=True, n=n), dtype=float)
     se = lambda x: float(x.std(ddof=1) / math.sqrt(x.size)) if x.size > 1 else math.nan  # noqa: E731
-    return MaxLaw(n=np.asarray(n), d=np.asarray(d), lam=np.asarray(lam), k=np.asarray(predicted_max_length(d, lam)),
+    return MaxLaw(n=np.asarray(n), d=np.asarray(d), lam=np.asarray(lam),
+                  k=np.asarray(predicted_max_length(d, lam)),
                   capacity=np.asarray(L1 - 1), counts=counts, max_law=hits / R, max_low=lo, max_high=hi,
                   mass=np.asarray(u_L.mean()), mass_se=np.asarray(se(u_L)), loss=np.asarray(g.mean()),
                   loss_se=np.asarray(se(g)))
@@ -236,13 +249,14 @@ def _exactness_rows(result: PerfectResult, spec: ClaimSpec) -> list[ClaimRow]:
         rows.append(ClaimRow(
             claim=spec.claim,
             parameters=f"n={int(e.n[j])}, d={int(e.d[j])}, λ={float(e.lam[j]):g}, L={int(e.capacity[j])}, "
-                       f"{'with' if e.replacement[j] else 'without'} replacement, {int(e.samples[j])} samples",
+                       f"{'with' if e.replacement[j] else 'without'} replacement, "
+                       f"{int(e.samples[j])} samples",
             theory="exact law (sparse solve on lengths ≤ L)",
-            measured=f"G = {e.G[j]:.1f} on {int(e.dof[j])} df, p = {e.p_value[j]:.3f}; loss {e.loss[j]:.4f} ± "
-                     f"{e.loss_se[j]:.4f} (exact {e.loss_exact[j]:.4f}); forward meeting state: "
+            measured=f"G = {e.G[j]:.1f} on {int(e.dof[j])} df, p = {e.p_value[j]:.3f}; loss {e.loss[j]:.4f} "
+                     f"± {e.loss_se[j]:.4f} (exact {e.loss_exact[j]:.4f}); forward meeting state: "
                      f"G = {e.biased_G[j]:.0f}, p = {e.biased_p[j]:.1e}",
-            passed=bool(ok), kind="identity", threshold=spec.threshold_text(P), criterion=spec.criterion_text(P),
-            reference=spec.reference))
+            passed=bool(ok), kind="identity", threshold=spec.threshold_text(P),
+            criterion=spec.criterion_text(P), reference=spec.reference))
     return rows
 
 
@@ -266,8 +280,8 @@ def _cost_rows(result: PerfectResult, spec: ClaimSpec) -> list[ClaimRow]:
 CLAIMS: dict[str, ClaimSpec] = {
     "exactness": ClaimSpec(
         "exactness", "perfect samples follow the exact stationary law of the bounded chain",
-        "G-test of the samples' empirical law against the exact law; the biased sampler must fail the same test; "
-        "the loss probability within {loss_z:g} SE of the exact one",
+        "G-test of the samples' empirical law against the exact law; the biased sampler must fail the same "
+        "test; the loss probability within {loss_z:g} SE of the exact one",
         thresholds=(("p_pass",), ("loss_z",)), threshold="p > {p_pass:g} (biased sampler p < {p_pass:g})",
         controls=("forward_meeting_state",), rows=_exactness_rows, reference="docs/models.md#bounded-model"),
     "cost": ClaimSpec(
@@ -322,8 +336,8 @@ def summary(result: PerfectResult):
     per_tau = _coalescence_taus(c)
     out = []
     for j in range(c.n.size):
-        steps = {"perfect start": 2 * float(c.steps_run[j].mean()), "coupling certificate": 2 * float(np.max(c.forward[j])),
-                 "20 τ burn-in": float(c.burn_in[j])}
+        steps = {"perfect start": 2 * float(c.steps_run[j].mean()),
+                 "coupling certificate": 2 * float(np.max(c.forward[j])), "20 τ burn-in": float(c.burn_in[j])}
         out.append(dict(lam=float(c.lam[j]), n=int(c.n[j]), capacity=int(c.capacity[j]), tau=float(c.tau[j]),
                         coalescence_taus=float(per_tau[j]), perfect_steps=steps["perfect start"],
                         certificate_steps=steps["coupling certificate"], burn_in_steps=steps["20 τ burn-in"],
@@ -341,10 +355,10 @@ def findings(result: PerfectResult) -> str:
         f"- **Exact.** At {e.n.size} small-n points the G-test against the exact law gives p = "
         + ", ".join(f"{p:.2f}" for p in e.p_value) + f" (threshold {float(e.p_pass):g}); the forward meeting "
         "state, a sampler that looks similar, gives p = " + ", ".join(f"{p:.0e}" for p in e.biased_p) + ".",
-        f"- **Cost.** Coalescence from the past takes {per_tau.min():.1f}–{per_tau.max():.1f} relaxation times τ "
-        f"(T/(nL) = {np.min(c.coalescence.mean(1) / (c.n * c.capacity)):.0f}–"
-        f"{np.max(c.coalescence.mean(1) / (c.n * c.capacity)):.0f}), {ratio.min():.2f}–{ratio.max():.2f} times "
-        "the forward meeting time of the same two starts; with T doubling a sample costs "
+        f"- **Cost.** Coalescence from the past takes {per_tau.min():.1f}–{per_tau.max():.1f} relaxation "
+        f"times τ (T/(nL) = {np.min(c.coalescence.mean(1) / (c.n * c.capacity)):.0f}–"
+        f"{np.max(c.coalescence.mean(1) / (c.n * c.capacity)):.0f}), {ratio.min():.2f}–{ratio.max():.2f} "
+        "times the forward meeting time of the same two starts; with T doubling a sample costs "
         f"{np.min(c.steps_run.mean(1) / c.coalescence.mean(1)):.1f}–"
         f"{np.max(c.steps_run.mean(1) / c.coalescence.mean(1)):.1f} T steps in each of two chains.",
         f"- **The maximum at n = {int(m.n)}, d = {int(m.d)}, λ = {float(m.lam):g}** (k = {k}), from "
@@ -353,7 +367,8 @@ def findings(result: PerfectResult) -> str:
         f"{m.max_high[k + 1]:.2f}). At the capacity L = {int(m.capacity)} the stationary mass is "
         f"{float(m.mass):.1e} ± {float(m.mass_se):.0e} and the loss probability {float(m.loss):.1e}: "
         + ("no sample had a queue at L, so the bounded and the unbounded model cannot be told apart at this "
-           "precision." if float(m.mass) == 0 else "the cap is felt; read the samples as the bounded model's."),
+           "precision." if float(m.mass) == 0
+           else "the cap is felt; read the samples as the bounded model's."),
     ]
     return "\n".join(lines)
 
@@ -379,5 +394,5 @@ def explore(n: int, d: int, lam: float, capacity: int, *, replicas: int = 32, se
     r = perfect_samples(n, d, lam, capacity=capacity, replicas=replicas, seed=seed)
     hits = np.bincount(r.max_length, minlength=capacity + 1)[: capacity + 1]
     lo, hi = stats.wilson_interval(hits, r.replicas)
-    return Exploration(n=r.n, d=r.d, lam=r.lam, capacity=r.capacity, samples=r.counts, max_law=hits / r.replicas,
-                       max_low=lo, max_high=hi, coalescence=r.coalescence_steps)
+    return Exploration(n=r.n, d=r.d, lam=r.lam, capacity=r.capacity, samples=r.counts,
+                       max_law=hits / r.replicas, max_low=lo, max_high=hi, coalescence=r.coalescence_steps)

@@ -16,7 +16,7 @@ model's clock (as many steps as the model).
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 from qlib.claims import Counterfactual
 from qlib.supermarket.variants import WRONG_MODELS, WrongModel

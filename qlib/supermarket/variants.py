@@ -35,10 +35,11 @@ event map is the variant of the same name.
 
 from __future__ import annotations
 
-from typing import Any, Callable, NamedTuple
+from collections.abc import Callable
+from typing import Any, NamedTuple
 
 from qlib import _validate as V
-from qlib.supermarket.chain import EventMap, MODEL, WITH_REPLACEMENT_ONLY
+from qlib.supermarket.chain import MODEL, WITH_REPLACEMENT_ONLY, EventMap
 
 
 class WrongModel(NamedTuple):
@@ -95,13 +96,14 @@ WRONG_MODELS: dict[str, WrongModel] = {
     "d*1.1": WrongModel(False, "JSQ(1.1 d) in place of JSQ(d)", lambda d: round(1.1 * d),
                         kernel=("d_scale", 1.1), changes="the arrival samples round(f d) queues (f = value)",
                         tests="the d of the arrival rule"),
-    "other_sampling": WrongModel(False, "the other sampling rule (without replacement) in place of with", _same,
-                                 flip=True, kernel="other_sampling", identity=True,
-                                 changes="samples without replacement where the model samples with it, or the "
-                                         "other way", tests="the sampling rule (g's form)"),
+    "other_sampling": WrongModel(False, "the other sampling rule (without replacement) in place of with",
+                                 _same, flip=True, kernel="other_sampling", identity=True,
+                                 changes="samples without replacement where the model samples with it, or "
+                                         "the other way", tests="the sampling rule (g's form)"),
     # eta-greedy: with probability eta an arrival joins a uniformly chosen one of its d samples
     "eta=0.01": WrongModel(False, "eta-greedy routing (eta = 0.01) in place of JSQ(d)", _same,
-                           variant=("eta_greedy", 0.01), kernel=("eta_greedy", 0.01), changes=_ETA[0], tests=_ETA[1]),
+                           variant=("eta_greedy", 0.01), kernel=("eta_greedy", 0.01), changes=_ETA[0],
+                           tests=_ETA[1]),
     "eta=0.001": WrongModel(False, "eta-greedy routing (eta = 0.001) in place of JSQ(d)", _same,
                             variant=("eta_greedy", 0.001), kernel=("eta_greedy", 0.001), changes=_ETA[0],
                             tests=_ETA[1]),
@@ -110,12 +112,13 @@ WRONG_MODELS: dict[str, WrongModel] = {
                                      changes="the join comparison u_i >= x in place of u_i > x (x >= 1)",
                                      tests="the arrival's level (g evaluated at u + 1)"),
     "departure_off_by_one": WrongModel(False, "the departure rank r + 1 in place of r", _same,
-                                       variant="departure_off_by_one", kernel="departure_off_by_one", identity=True,
-                                       changes="the departure rank r + 1 in place of r",
+                                       variant="departure_off_by_one", kernel="departure_off_by_one",
+                                       identity=True, changes="the departure rank r + 1 in place of r",
                                        tests="the departure rule (rate u_i - 1)"),
     "tie_longer": WrongModel(False, "a tie toward the longer queue in place of the shortest", _same,
                              variant="tie_longer", kernel="tie_longer", identity=True,
-                             changes="a tied shortest sampled length L joins a queue of length L + 1 when one exists",
+                             changes="a tied shortest sampled length L joins a queue of length L + 1 when "
+                                     "one exists",
                              tests="the join at ties (the minimum of the sample)"),
     # the level-flow rows pick eta per point (the smallest of a ladder that the identity can resolve)
     "eta_greedy": WrongModel(False, "eta-greedy routing (eta chosen per point) in place of JSQ(d)", _same,
@@ -124,7 +127,8 @@ WRONG_MODELS: dict[str, WrongModel] = {
 
 
 def kernel_name(kernel: Any) -> str:
-    """The name of a kernel variant spec: "tie_longer" of "tie_longer", "eta_greedy" of ("eta_greedy", 0.01)."""
+    """The name of a kernel variant spec: "tie_longer" of "tie_longer", "eta_greedy" of
+    ("eta_greedy", 0.01)."""
     return kernel if isinstance(kernel, str) else kernel[0]
 
 
@@ -164,11 +168,13 @@ def event_map(variant: Any, *, d: int | list, replacement: bool) -> tuple[EventM
     elif isinstance(variant, (tuple, list)) and len(variant) == 2 and isinstance(variant[0], str):
         name, value = variant
     else:
-        raise ValueError(f"variant must be a name of qlib.supermarket.variants.VARIANTS or (name, value); got {variant!r}")
+        raise ValueError("variant must be a name of qlib.supermarket.variants.VARIANTS or (name, value); "
+                         f"got {variant!r}")
     V.choice("variant", name, tuple(VARIANTS))
     if (name in _PARAMETERISED) != (value is not None):
         raise ValueError(f"variant {name!r} {'needs' if name in _PARAMETERISED else 'takes no'} a parameter: "
-                         f"pass {'(name, value)' if name in _PARAMETERISED else 'the name alone'}; got {variant!r}")
+                         f"pass {'(name, value)' if name in _PARAMETERISED else 'the name alone'}; got "
+                         f"{variant!r}")
     ds = sorted({int(x) for x in (d if isinstance(d, (list, tuple)) else [d])})
     if name == "jsq_d_minus_1":
         name, value = "d_offset", -1
@@ -193,4 +199,5 @@ def event_map(variant: Any, *, d: int | list, replacement: bool) -> tuple[EventM
     return EventMap(name), name
 
 
-__all__ = ["WrongModel", "WRONG_MODELS", "VARIANTS", "NEAR", "NEAR_MODELS", "event_map", "kernel_name", "name_of"]
+__all__ = ["WrongModel", "WRONG_MODELS", "VARIANTS", "NEAR", "NEAR_MODELS", "event_map", "kernel_name",
+           "name_of"]

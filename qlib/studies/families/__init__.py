@@ -33,12 +33,23 @@ The study's shape (see :mod:`qlib.studies`): :data:`PARAMETERS` and :func:`run` 
 :func:`findings_markdown` and :func:`summary` (``prose``); figures in :mod:`qlib.plots.families`.
 """
 
-from qlib.studies.families.compute import (PARAMETERS, CustomersSD, FamiliesResult, Family, customers_sd, family_ns,
-                                           family_point, gamma, hypotheses, run, slope_ci)
 from qlib.studies.families.claims import CLAIMS, claim_rows
+from qlib.studies.families.compute import (
+    PARAMETERS,
+    CustomersSD,
+    FamiliesResult,
+    Family,
+    customers_sd,
+    family_ns,
+    family_point,
+    gamma,
+    hypotheses,
+    run,
+    slope_ci,
+)
 from qlib.studies.families.prose import findings_markdown, methods_markdown, summary, summary_table
 from qlib.studies.wrong_models import WRONG_MODELS
 
-__all__ = ["methods_markdown", "PARAMETERS", "CLAIMS", "WRONG_MODELS", "Family", "FamiliesResult", "CustomersSD", "run",
-           "claim_rows", "family_point", "family_ns", "gamma", "hypotheses", "slope_ci", "summary_table", "summary",
-           "findings_markdown", "customers_sd"]
+__all__ = ["methods_markdown", "PARAMETERS", "CLAIMS", "WRONG_MODELS", "Family", "FamiliesResult",
+           "CustomersSD", "run", "claim_rows", "family_point", "family_ns", "gamma", "hypotheses", "slope_ci",
+           "summary_table", "summary", "findings_markdown", "customers_sd"]

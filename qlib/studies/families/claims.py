@@ -4,7 +4,7 @@ and the functions that build each claim's rows from the study's result."""
 from __future__ import annotations
 
 import math
-from typing import Callable
+from collections.abc import Callable
 
 from qlib._rng import named_seed
 from qlib.claims import ClaimRow, ClaimSpec, Counterfactual, combine, decide, se_distance
@@ -31,15 +31,16 @@ def _hyp_text(f: Family) -> str:
     parts = []
     for j, h in enumerate(f.hyp):
         bad = [x for x in ("H0", "H1", "H2", "H3") if not h[x]]
-        parts.append(f"n={int(f.ns[j])}: c = {h['c']:.2f}, (1-lam) d^k = {h['eps_dk']:.1f} (log n = {h['log_n']:.1f}), "
-                     f"fluid max {h['fluid_max']}, buffer/excursion {h['buffer_over_excursion']:.2g}"
+        parts.append(f"n={int(f.ns[j])}: c = {h['c']:.2f}, (1-lam) d^k = {h['eps_dk']:.1f} (log n = "
+                     f"{h['log_n']:.1f}), fluid max {h['fluid_max']}, buffer/excursion "
+                     f"{h['buffer_over_excursion']:.2g}"
                      + (f" [outside: {', '.join(bad)}]" if bad else " [H0-H3 hold]"))
     return "; ".join(parts)
 
 
 def _measured_max(f: Family) -> str:
-    return "; ".join(f"n={int(f.ns[j])}: P(max = {f.k}) = {f.p_k(j)[0]:.3f} ({f.p_k(j)[1]:.3f} to {f.p_k(j)[2]:.3f}), "
-                     f"P(max = {f.k + 1}) = {f.p_k1(j)[0]:.3f}" for j in range(f.ns.size))
+    return "; ".join(f"n={int(f.ns[j])}: P(max = {f.k}) = {f.p_k(j)[0]:.3f} ({f.p_k(j)[1]:.3f} to "
+                     f"{f.p_k(j)[2]:.3f}), P(max = {f.k + 1}) = {f.p_k1(j)[0]:.3f}" for j in range(f.ns.size))
 
 
 def _wrong_rows(f: Family, judge: Callable[[Estimates, int], tuple[str, str, float | None]]) -> tuple:
@@ -49,8 +50,9 @@ def _wrong_rows(f: Family, judge: Callable[[Estimates, int], tuple[str, str, flo
         v, text, se = judge(e, 0)
         # a wrong model is rejected only when the criterion FAILs on it: an INCONCLUSIVE one is not
         # told apart (so it counts as passing: conservative for soundness and resolution)
-        cfs.append(Counterfactual(f"{label} (d = {int(e.d[0])}) at n = {int(e.n[0])}, same steps, {int(e.replicas[0])} "
-                                  "replicas", f"{text} [{v}]", v != "FAIL", near=not far, se_distance=se))
+        cfs.append(Counterfactual(f"{label} (d = {int(e.d[0])}) at n = {int(e.n[0])}, same steps, "
+                                  f"{int(e.replicas[0])} replicas", f"{text} [{v}]", v != "FAIL",
+                                  near=not far, se_distance=se))
     return tuple(cfs)
 
 
@@ -63,7 +65,8 @@ def concentration_rows(result: FamiliesResult, spec: ClaimSpec) -> list[ClaimRow
     rows = []
     for f in result.families:
         q, qlo, qhi = _not_k(f)
-        b, blo, bhi = slope_ci(f.ns, q, qlo, qhi, boot=C["boot"], seed=named_seed(result.parameters["stream"], f.name,
+        b, blo, bhi = slope_ci(f.ns, q, qlo, qhi, boot=C["boot"],
+                               seed=named_seed(result.parameters["stream"], f.name,
                                                                                    "slope"))
         p, plo, phi = f.p_k(f.ns.size - 1)
         v_p = decide(plo, phi, C["p_min"])
@@ -81,13 +84,16 @@ def concentration_rows(result: FamiliesResult, spec: ClaimSpec) -> list[ClaimRow
             claim=spec.claim.format(k=f.k) + ("" if inside else " — outside the hypotheses: a finding"),
             parameters=f"{_fam_text(f)}; {int(f.est.replicas[0])} replicas. Hypotheses: {_hyp_text(f)}",
             theory=f"P(max = k) -> 1 as n -> oo (k = ceil(alpha/beta) = {f.k}) for suitable pairs",
-            measured=f"{_measured_max(f)}; slope of log P(max != k) in log n: {b:.2f} (95% CI {blo:.2f} to {bhi:.2f}); "
-                     f"half-width of P(max = k) at the largest n {(phi - plo) / 2:.3f} (target "
-                     f"{C['p_halfwidth_target']:g}: {'reached' if (phi - plo) / 2 <= C['p_halfwidth_target'] else 'not reached'} "
-                     f"within the step budget of {result.parameters['batches']} x {result.parameters['batch_taus']:g} τ)",
-            passed=outcome == "PASS", outcome=outcome, criterion=spec.criterion_text(result.parameters), threshold=thr,
-            taus=float(f.est.taus.min()), start=_start(result.parameters), reference=spec.reference, counterfactuals=cfs,
-            resolution=resolution(cfs)))
+            measured=f"{_measured_max(f)}; slope of log P(max != k) in log n: {b:.2f} (95% CI {blo:.2f} to "
+                     f"{bhi:.2f}); half-width of P(max = k) at the largest n {(phi - plo) / 2:.3f} (target "
+                     f"{C['p_halfwidth_target']:g}: "
+                     f"{'reached' if (phi - plo) / 2 <= C['p_halfwidth_target'] else 'not reached'} within "
+                     f"the step budget of {result.parameters['batches']} x "
+                     f"{result.parameters['batch_taus']:g} τ)",
+            passed=outcome == "PASS", outcome=outcome, criterion=spec.criterion_text(result.parameters),
+            threshold=thr,
+            taus=float(f.est.taus.min()), start=_start(result.parameters), reference=spec.reference,
+            counterfactuals=cfs, resolution=resolution(cfs)))
     return rows
 
 
@@ -109,7 +115,7 @@ def most_at_k_rows(result: FamiliesResult, spec: ClaimSpec) -> list[ClaimRow]:
         inside = bool(judged)
         outcome = combine(vs) if inside else "finding"
 
-        def judge(e, j, kk=k):
+        def judge(e, j, kk=k, f=f):  # f bound now (it is called within this iteration anyway)
             bound = 1 - C["slack"] * f.c(f.ns.size - 1)
             lo, hi, m = float(e.p_low[j, kk]), float(e.p_high[j, kk]), float(e.p[j, kk])
             return (decide(lo, hi, bound), f"{m:.3f} ({lo:.3f} to {hi:.3f}) vs {bound:.3f}",
@@ -119,11 +125,13 @@ def most_at_k_rows(result: FamiliesResult, spec: ClaimSpec) -> list[ClaimRow]:
         rows.append(ClaimRow(
             claim=spec.claim.format(k=k) + ("" if inside else " — outside the hypotheses: a finding"),
             parameters=f"{_fam_text(f)}; {int(f.est.replicas[0])} replicas",
-            theory=f"fraction at k >= 1 - 2 n^(-alpha+(k-1)beta) ~ 1 - 2 (1-lam) d^(k-1) (BFL18), fluid 1 - (1-lam) d^(k-1)",
-            measured="; ".join(parts), passed=outcome == "PASS", outcome=outcome, criterion=spec.criterion_text(result.parameters),
+            theory="fraction at k >= 1 - 2 n^(-alpha+(k-1)beta) ~ 1 - 2 (1-lam) d^(k-1) (BFL18), fluid 1 - "
+                   "(1-lam) d^(k-1)",
+            measured="; ".join(parts), passed=outcome == "PASS", outcome=outcome,
+            criterion=spec.criterion_text(result.parameters),
             threshold=spec.threshold_text(result.parameters),
-            taus=float(f.est.taus.min()), start=_start(result.parameters), reference=spec.reference, counterfactuals=cfs,
-            resolution=resolution(cfs)))
+            taus=float(f.est.taus.min()), start=_start(result.parameters), reference=spec.reference,
+            counterfactuals=cfs, resolution=resolution(cfs)))
     return rows
 
 
@@ -134,16 +142,18 @@ def buffer_rows(result: FamiliesResult, spec: ClaimSpec) -> list[ClaimRow]:
     for f in result.families:
         for j in range(f.ns.size):
             sd = f.sd.sd[j]
-            parts.append(f"{f.name} n={int(f.ns[j])}: SD(N) = {sd.mean():.3g} (replicas {sd.min():.3g} to {sd.max():.3g}) "
-                         f"= {sd.mean() * (1 - f.est.lam[j]):.2f}/(1-lam), buffer/SD(N) = {f.buffer(j) / sd.mean():.2g}, "
-                         f"P(max != k) = {1 - f.p_k(j)[0]:.3f}")
+            parts.append(f"{f.name} n={int(f.ns[j])}: SD(N) = {sd.mean():.3g} (replicas {sd.min():.3g} to "
+                         f"{sd.max():.3g}) = {sd.mean() * (1 - f.est.lam[j]):.2f}/(1-lam), buffer/SD(N) = "
+                         f"{f.buffer(j) / sd.mean():.2g}, P(max != k) = {1 - f.p_k(j)[0]:.3f}")
     return [ClaimRow(
         claim=spec.claim, parameters="every point of every family; SD(N) from "
-        f"{int(result.parameters['sd']['replicas'])} replicas x {result.parameters['sd']['samples']} records over "
-        f"{result.parameters['sd']['taus']:g} τ after 20 τ from empty",
+        f"{int(result.parameters['sd']['replicas'])} replicas x {result.parameters['sd']['samples']} records "
+        f"over {result.parameters['sd']['taus']:g} τ after 20 τ from empty",
         theory="heuristic: SD(N) ~ 1/(1-lam); buffer n (1-lam) d^(k-1); buffer/excursion = n^gamma",
-        measured="; ".join(parts), passed=False, outcome="finding", criterion=spec.criterion_text(result.parameters),
-        threshold=spec.threshold_text(result.parameters), taus=float(min(f.sd.taus.min() for f in result.families)),
+        measured="; ".join(parts), passed=False, outcome="finding",
+        criterion=spec.criterion_text(result.parameters),
+        threshold=spec.threshold_text(result.parameters),
+        taus=float(min(f.sd.taus.min() for f in result.families)),
         start=_start(result.parameters), reference=spec.reference)]
 
 
@@ -153,23 +163,27 @@ CLAIMS: dict[str, ClaimSpec] = {
     "concentration": ClaimSpec(
         key="concentration", claim="the maximum queue length concentrates on k = {k}",
         criterion="inside H0-H3 at the largest n: the lower end of the 95% CI of P(max = k) at the largest n "
-                  ">= p_min, and the upper end of the 95% bootstrap CI of the slope of log P(max != k) in log n "
-                  "< slope_max (PASS: both decided; FAIL: either decided against; INCONCLUSIVE: a CI straddles); "
-                  "outside: a finding",
+                  ">= p_min, and the upper end of the 95% bootstrap CI of the slope of log P(max != k) in "
+                  "log n < slope_max (PASS: both decided; FAIL: either decided against; INCONCLUSIVE: a CI "
+                  "straddles); outside: a finding",
         thresholds=(("p_min",), ("slope_max",), ("p_halfwidth_target",), ("hypotheses", "c_max"),
                     ("hypotheses", "gamma_min")),
-        threshold="P(max = k) lower 95% end >= {p_min:g} at the largest n; slope upper 95% end < {slope_max:g}",
-        wrong_models=("jsq2", "half_d", "d-1", "d*0.9", "other_sampling"), rows=concentration_rows, reference=REF),
+        threshold="P(max = k) lower 95% end >= {p_min:g} at the largest n; slope upper 95% end < "
+                  "{slope_max:g}",
+        wrong_models=("jsq2", "half_d", "d-1", "d*0.9", "other_sampling"), rows=concentration_rows,
+        reference=REF),
     "most_at_k": ClaimSpec(
         key="most_at_k", claim="most queues have length exactly k = {k}: a fraction >= 1 - 2(1-lam) d^(k-1)",
-        criterion="at every point inside H0, H1, H3 (a finding if there is none): the lower end of the 95% CI of the fraction at k >= "
-                  "1 - slack (1-lam) d^(k-1) at every n (FAIL: an upper end below; INCONCLUSIVE: a CI straddles); "
-                  "outside: a finding",
+        criterion="at every point inside H0, H1, H3 (a finding if there is none): the lower end of the 95% "
+                  "CI of the fraction at k >= 1 - slack (1-lam) d^(k-1) at every n (FAIL: an upper end "
+                  "below; INCONCLUSIVE: a CI straddles); outside: a finding",
         thresholds=(("slack",), ("hypotheses", "c_max"), ("hypotheses", "gamma_min")),
         threshold="bound 1 - {slack:g} (1-lam) d^(k-1) at every point (lower 95% end)",
-        wrong_models=("jsq2", "half_d", "d-1", "d*0.9", "other_sampling"), rows=most_at_k_rows, reference=REF),
+        wrong_models=("jsq2", "half_d", "d-1", "d*0.9", "other_sampling"), rows=most_at_k_rows,
+        reference=REF),
     "buffer": ClaimSpec(
-        key="buffer", claim="the buffer/excursion heuristic: SD(N) against 1/(1-lam) and the buffer n (1-lam) d^(k-1)",
+        key="buffer",
+        claim="the buffer/excursion heuristic: SD(N) against 1/(1-lam) and the buffer n (1-lam) d^(k-1)",
         criterion="a finding: the measured standard deviation of N and P(max != k) beside buffer/excursion",
         threshold="— (a finding: no threshold)",
         rows=buffer_rows, reference="docs/models.md#hypotheses"),

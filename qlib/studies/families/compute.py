@@ -5,8 +5,9 @@ statistics the rows use."""
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -36,8 +37,8 @@ _FULL_FAMILIES = {
 
 PARAMETERS: dict[str, dict[str, Any]] = {
     "smoke": {
-        "families": {"A": dict(alpha=0.5, beta=0.4, ns=[300, 1_000]), "D": dict(alpha=0.75, beta=0.5, ns=[300]),
-                     "K3": dict(alpha=0.8, beta=0.35, ns=[300])},
+        "families": {"A": dict(alpha=0.5, beta=0.4, ns=[300, 1_000]),
+                     "D": dict(alpha=0.75, beta=0.5, ns=[300]), "K3": dict(alpha=0.8, beta=0.35, ns=[300])},
         "scaled": dict(from_scale=10.0, ns={}, extra={}),
         "replicas": 4, "burn_taus": 20.0, "batch_taus": 10.0, "batches": 1,
         "sd": dict(replicas=2, taus=2.0, samples=50),
@@ -51,7 +52,8 @@ PARAMETERS: dict[str, dict[str, Any]] = {
         # from --scale 2: n = 1e4 for E and K3; from --scale 10: n = 3e4 and 1e5 for the k = 2 families
         # with gamma >= 0 (~1e10 replica-steps at n = 1e5 for C and D: minutes of a GPU, an hour of this
         # machine), n = 3e4 for E and K3 (their tau grows fast: ~1e11 replica-steps at n = 1e5)
-        "scaled": dict(from_scale=10.0, ns={"A": [30_000, 100_000], "B": [30_000, 100_000], "C": [30_000, 100_000],
+        "scaled": dict(from_scale=10.0,
+                       ns={"A": [30_000, 100_000], "B": [30_000, 100_000], "C": [30_000, 100_000],
                                             "D": [30_000, 100_000], "E": [30_000], "K3": [30_000]},
                        extra={"E": [10_000], "K3": [10_000]}, extra_from=2.0),
         "replicas": 8, "burn_taus": 20.0, "batch_taus": 20.0, "batches": 1,
@@ -197,7 +199,8 @@ def customers_sd(name: str, points: Sequence[tuple[int, int, float]], *, replica
                  burn_taus: float, taus: float, samples: int) -> CustomersSD:
     """The standard deviation of N = sum_i u_i per replica: from empty, ``burn_taus`` tau of
     burn-in, then ``samples`` records over ``taus`` tau. Cached per point."""
-    params = [dict(point=list(p), replicas=replicas, burn_taus=burn_taus, taus=taus, samples=samples) for p in points]
+    params = [dict(point=list(p), replicas=replicas, burn_taus=burn_taus, taus=taus, samples=samples)
+              for p in points]
 
     def compute(idx):
         out = []
@@ -242,11 +245,13 @@ def run(mode: str = "full", *, progress: bool = True) -> FamiliesResult:
             top = pts[-1]
             for wm in W["models"]:
                 wp = point_of(wm, top)
-                wrong[wm] = estimates(f"families_wrong_{name}_{wm.replace('*', 'x')}", [wp], replicas=W["replicas"],
+                wrong[wm] = estimates(f"families_wrong_{name}_{wm.replace('*', 'x')}", [wp],
+                                      replicas=W["replicas"],
                                       seeds=[named_seed(P["stream"], name, top[0], wm)], batches=W["batches"],
                                       burn_taus=P["burn_taus"], batch_taus=W["batch_taus"], taus_of=[top],
                                       replacement=not WRONG_MODELS[wm].flip, progress=progress)
-        out.append(Family(name=name, alpha=a, beta=b, k=k, gamma=gamma(a, b), est=est, sd=sd, wrong=wrong, hyp=hyp))
+        out.append(Family(name=name, alpha=a, beta=b, k=k, gamma=gamma(a, b), est=est, sd=sd, wrong=wrong,
+                          hyp=hyp))
     return FamiliesResult(mode=mode, parameters=P, families=out)
 
 

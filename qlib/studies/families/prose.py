@@ -10,6 +10,7 @@ from qlib.studies.families.claims import claim_rows
 from qlib.studies.families.compute import PARAMETERS, FamiliesResult
 from qlib.supermarket import fluid_fixed_point
 
+
 def methods_markdown(mode: str) -> str:
     """Notebook 01's scaling-families paragraph, its numbers read from PARAMETERS[mode] (the
     thresholds fixed before the run, the run lengths)."""
@@ -17,19 +18,20 @@ def methods_markdown(mode: str) -> str:
     H, C, sd = P["claims"]["hypotheses"], P["claims"], P["sd"]
     d0 = [f for f in P["families"].values() if abs(1 - 2 * f["alpha"] + f["beta"]) < 1e-12]
     zero = (f"The family α = {d0[0]['alpha']:g}, β = {d0[0]['beta']:g} of (c) has γ = 0. " if d0 else "")
-    return ("Brightwell, Fairthorne & Luczak state the concentration for λ = 1 − n^(−α), d = ⌊n^β⌋ and \"suitable "
-            "pairs\" (α, β) (`docs/models.md#scaling-families`). The pairs are not spelled out in what this project "
-            "could read, so `qlib.studies.families` states working hypotheses and checks them at every point "
-            f"(`docs/models.md#hypotheses`): H0 k = ⌈α/β⌉ away from the boundary; H1 c = (1−λ)d^(k−1) ≤ "
-            f"{H['c_max']:g}; H2 the fluid maximum is k at this n; H3 γ = 1 − 2α + (k−1)β > {H['gamma_min']:g}. "
-            "H3 is a heuristic: the number of customers N makes excursions of order 1/(1−λ) above its mean, "
-            "absorbed by the n(1−λ)d^(k−1) queues shorter than k; buffer over excursion is n^γ. " + zero +
+    return ("Brightwell, Fairthorne & Luczak state the concentration for λ = 1 − n^(−α), d = ⌊n^β⌋ and "
+            "\"suitable pairs\" (α, β) (`docs/models.md#scaling-families`). The pairs are not spelled out in "
+            "what this project could read, so `qlib.studies.families` states working hypotheses and checks "
+            f"them at every point (`docs/models.md#hypotheses`): H0 k = ⌈α/β⌉ away from the boundary; H1 c = "
+            f"(1−λ)d^(k−1) ≤ {H['c_max']:g}; H2 the fluid maximum is k at this n; H3 γ = 1 − 2α + (k−1)β > "
+            f"{H['gamma_min']:g}. H3 is a heuristic: the number of customers N makes excursions of order "
+            "1/(1−λ) above its mean, absorbed by the n(1−λ)d^(k−1) queues shorter than k; buffer over "
+            "excursion is n^γ. " + zero +
             "Rows inside H0–H3 are decided against thresholds fixed in `families.PARAMETERS` before the run "
-            f"(P(max = k) ≥ {C['p_min']:g} at the largest n and a falling P(max ≠ k); the fraction at k ≥ 1 − "
-            f"{C['slack']:g}(1−λ)d^(k−1)); rows outside are findings. Every point: `estimate_equilibrium` from "
-            f"empty, {P['burn_taus']:g} τ of burn-in, {P['batches']} batch(es) of {P['batch_taus']:g} τ, "
-            f"{P['replicas']} replicas; the standard deviation of N from {sd['replicas']} more replicas recorded "
-            f"over {sd['taus']:g} τ ({mode} mode).")
+            f"(P(max = k) ≥ {C['p_min']:g} at the largest n and a falling P(max ≠ k); the fraction at k ≥ 1 "
+            f"− {C['slack']:g}(1−λ)d^(k−1)); rows outside are findings. Every point: `estimate_equilibrium` "
+            f"from empty, {P['burn_taus']:g} τ of burn-in, {P['batches']} batch(es) of {P['batch_taus']:g} "
+            f"τ, {P['replicas']} replicas; the standard deviation of N from {sd['replicas']} more replicas "
+            f"recorded over {sd['taus']:g} τ ({mode} mode).")
 
 
 def summary_table(result: FamiliesResult) -> list[dict[str, Any]]:
@@ -42,7 +44,8 @@ def summary_table(result: FamiliesResult) -> list[dict[str, Any]]:
             s = fluid_fixed_point(int(f.est.d[j]), float(f.est.lam[j]), f.k + 2)
             out.append(dict(family=f.name, alpha=f.alpha, beta=f.beta, k=f.k, gamma=f.gamma, n=int(f.ns[j]),
                             d=int(f.est.d[j]), p_k=p, p_k_low=lo, p_k_high=hi, p_k1=p1[0], p_k1_low=p1[1],
-                            p_k1_high=p1[2], frac_k=float(f.est.p[j, f.k]), frac_k_low=float(f.est.p_low[j, f.k]),
+                            p_k1_high=p1[2], frac_k=float(f.est.p[j, f.k]),
+                            frac_k_low=float(f.est.p_low[j, f.k]),
                             frac_k_high=float(f.est.p_high[j, f.k]), c=f.c(j),
                             tail_k1=float(f.est.tail[j, f.k + 1]), fluid_k1=float(s[f.k + 1]),
                             sd_n=float(f.sd.sd[j].mean()), excursion=f.excursion(j), buffer=f.buffer(j),
@@ -53,15 +56,16 @@ def summary_table(result: FamiliesResult) -> list[dict[str, Any]]:
 def findings_markdown(result: FamiliesResult) -> str:
     """The notebook's "what the families show", rendered from the result (no number typed by hand)."""
     rows = summary_table(result)
-    lines = ["| family | alpha, beta | k | gamma | n | d | P(max = k) (95% CI) | P(max = k+1) | fraction at k "
-             "| 1 - 2c | E[u_(k+1)]/n / fluid s_(k+1) | SD(N)·(1-lam) | buffer/SD(N) | H0-H3 |",
+    lines = ["| family | alpha, beta | k | gamma | n | d | P(max = k) (95% CI) | P(max = k+1) | fraction at "
+             "k | 1 - 2c | E[u_(k+1)]/n / fluid s_(k+1) | SD(N)·(1-lam) | buffer/SD(N) | H0-H3 |",
              "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         ratio = r["tail_k1"] / r["fluid_k1"] if r["fluid_k1"] > 0 else float("inf")
-        lines.append(f"| {r['family']} | {r['alpha']:g}, {r['beta']:g} | {r['k']} | {r['gamma']:+.2f} | {r['n']} | "
-                     f"{r['d']} | {r['p_k']:.3f} ({r['p_k_low']:.3f} to {r['p_k_high']:.3f}) | {r['p_k1']:.3f} | "
-                     f"{r['frac_k']:.3f} | {1 - 2 * r['c']:.3f} | {ratio:.3g} | {r['sd_n'] / r['excursion']:.2f} | "
-                     f"{r['buffer'] / r['sd_n']:.2g} | {'yes' if r['inside'] else 'no'} |")
+        lines.append(f"| {r['family']} | {r['alpha']:g}, {r['beta']:g} | {r['k']} | {r['gamma']:+.2f} | "
+                     f"{r['n']} | {r['d']} | {r['p_k']:.3f} ({r['p_k_low']:.3f} to {r['p_k_high']:.3f}) | "
+                     f"{r['p_k1']:.3f} | {r['frac_k']:.3f} | {1 - 2 * r['c']:.3f} | {ratio:.3g} | "
+                     f"{r['sd_n'] / r['excursion']:.2f} | {r['buffer'] / r['sd_n']:.2g} | "
+                     f"{'yes' if r['inside'] else 'no'} |")
     rws = claim_rows(result)
     conc = [r for r in rws if r.claim.startswith("the maximum")]
     lines += ["", "Verdicts of the concentration rows, fixed criteria (see the claims table): "

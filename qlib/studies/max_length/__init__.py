@@ -25,21 +25,47 @@ and :func:`claim_rows` (``claims``), :func:`run` (``compute``), the notebook's p
 :func:`summary` (``prose``); figures in :mod:`qlib.plots.max_length`.
 """
 
-from qlib.studies.max_length.parameters import (CLAIM_THRESHOLDS, INDEPENDENT_BAND, INDEPENDENT_TAUS, PARAMETERS,
-                                                PointTuple, family_point, family_sizes, finite_n_sizes,
-                                                sweep_points)
-from qlib.studies.max_length.claims import CLAIMS, claim_rows, _max_verdict, _profile_verdict
-from qlib.studies.max_length.compute import (LEVELS, Estimates, FromEmptyRun, InteractiveRun, MaxLengthResult,
-                                         ProfileView, estimates, fluid_max_length, from_empty_run, interactive_run,
-                                         profile_view, run, short_fluid_run)
-from qlib.studies.max_length.prose import (SUMMARY_COLUMNS, findings_markdown, finite_n_markdown,
-                                           methods_markdown, sci, summary)
+from qlib.studies.max_length.claims import CLAIMS, _max_verdict, _profile_verdict, claim_rows
+from qlib.studies.max_length.compute import (
+    LEVELS,
+    Estimates,
+    FromEmptyRun,
+    InteractiveRun,
+    MaxLengthResult,
+    ProfileView,
+    estimates,
+    fluid_max_length,
+    from_empty_run,
+    interactive_run,
+    profile_view,
+    run,
+    short_fluid_run,
+)
+from qlib.studies.max_length.parameters import (
+    CLAIM_THRESHOLDS,
+    INDEPENDENT_BAND,
+    INDEPENDENT_TAUS,
+    PARAMETERS,
+    PointTuple,
+    family_point,
+    family_sizes,
+    finite_n_sizes,
+    sweep_points,
+)
+from qlib.studies.max_length.prose import (
+    SUMMARY_COLUMNS,
+    findings_markdown,
+    finite_n_markdown,
+    methods_markdown,
+    sci,
+    summary,
+)
 
 #: helpers the tests call by name
 _TESTED = (_max_verdict, _profile_verdict)
 
-__all__ = ["PARAMETERS", "CLAIMS", "CLAIM_THRESHOLDS", "INDEPENDENT_BAND", "INDEPENDENT_TAUS", "PointTuple", "LEVELS",
-           "Estimates", "FromEmptyRun", "InteractiveRun", "MaxLengthResult", "ProfileView", "claim_rows", "estimates",
-           "family_point", "family_sizes", "finite_n_sizes", "sweep_points", "fluid_max_length", "from_empty_run",
-           "interactive_run", "profile_view", "run", "short_fluid_run", "findings_markdown", "finite_n_markdown",
-           "methods_markdown", "sci", "summary", "SUMMARY_COLUMNS"]
+__all__ = ["PARAMETERS", "CLAIMS", "CLAIM_THRESHOLDS", "INDEPENDENT_BAND", "INDEPENDENT_TAUS", "PointTuple",
+           "LEVELS", "Estimates", "FromEmptyRun", "InteractiveRun", "MaxLengthResult", "ProfileView",
+           "claim_rows", "estimates", "family_point", "family_sizes", "finite_n_sizes", "sweep_points",
+           "fluid_max_length", "from_empty_run", "interactive_run", "profile_view", "run", "short_fluid_run",
+           "findings_markdown", "finite_n_markdown", "methods_markdown", "sci", "summary", "SUMMARY_COLUMNS"]

@@ -15,7 +15,8 @@ from qlib.studies.max_length.compute import Estimates, MaxLengthResult, _exact_l
 from qlib.studies.wrong_models import WRONG_MODELS, resolution
 from qlib.supermarket.theory import fluid_fixed_point
 
-REF_MAX = "Brightwell & Luczak arXiv:1201.5523; Brightwell, Fairthorne & Luczak 2018; docs/models.md#maximum-length"
+REF_MAX = ("Brightwell & Luczak arXiv:1201.5523; Brightwell, Fairthorne & Luczak 2018; "
+           "docs/models.md#maximum-length")
 REF_PROFILE = "Brightwell, Fairthorne & Luczak 2018 (abstract); docs/models.md#profile"
 
 
@@ -39,7 +40,8 @@ def _max_verdict(e: Estimates, j: int, k: int, p_min: float) -> tuple[str, str, 
     return decide(lo, hi, p_min), f"P(max = {k}) = {m:.3f} (95% CI {lo:.3f} to {hi:.3f})", m
 
 
-def _profile_verdict(e: Estimates, j: int, d: int, lam: float, k: int, tolerance: float) -> tuple[bool, str, float]:
+def _profile_verdict(e: Estimates, j: int, d: int, lam: float, k: int,
+                     tolerance: float) -> tuple[bool, str, float]:
     """Whether lengths 1..k-1 at point j are within ``tolerance`` of the fluid value of (d, lam) plus
     the CI half-width; the text; the worst relative error."""
     fp = _exact_lengths(fluid_fixed_point(d, lam, k + 1))
@@ -49,15 +51,16 @@ def _profile_verdict(e: Estimates, j: int, d: int, lam: float, k: int, tolerance
         err = abs(e.p[j, i] - fp[i])
         ok &= bool(err <= tolerance * fp[i] + half)
         worst = max(worst, err / fp[i])
-        parts.append(f"length {i}: {e.p[j, i]:.4f} ± {half:.4f} vs fluid {fp[i]:.4f} ({100 * err / fp[i]:.1f}% off)")
+        parts.append(f"length {i}: {e.p[j, i]:.4f} ± {half:.4f} vs fluid {fp[i]:.4f} "
+                     f"({100 * err / fp[i]:.1f}% off)")
     return ok, "; ".join(parts), worst
 
 
 def _near_label(wm: str, e: Estimates, j: int | None) -> str:
     """A near wrong model's label at point j (None: every point of the set), with its d."""
     ds = sorted({int(x) for x in (e.d if j is None else e.d[[j]])})
-    return (f"{WRONG_MODELS[wm].label} (d = {', '.join(map(str, ds))}), same steps, {int(e.replicas[0])} replicas, "
-            f"{int(round(float(e.taus[0] if j is None else e.taus[j])))} τ")
+    return (f"{WRONG_MODELS[wm].label} (d = {', '.join(map(str, ds))}), same steps, {int(e.replicas[0])} "
+            f"replicas, {int(round(float(e.taus[0] if j is None else e.taus[j])))} τ")
 
 
 def _max_rows(result: MaxLengthResult, spec: ClaimSpec) -> list[ClaimRow]:
@@ -75,8 +78,9 @@ def _max_rows(result: MaxLengthResult, spec: ClaimSpec) -> list[ClaimRow]:
         first = sum(len(w) for w in result.parameters["max"]["wrong_d"][:j])
         for i, wd in enumerate(result.parameters["max"]["wrong_d"][j]):
             vw, textw, mw = _max_verdict(wrong, first + i, k, p_min)
-            cfs.append(Counterfactual(f"JSQ({wd}) in place of JSQ({d}), same steps, {int(wrong.replicas[first + i])} "
-                                      "replicas", f"{textw} [{vw}]", vw != "FAIL", mw))
+            cfs.append(Counterfactual(f"JSQ({wd}) in place of JSQ({d}), same steps, "
+                                      f"{int(wrong.replicas[first + i])} replicas", f"{textw} [{vw}]",
+                                      vw != "FAIL", mw))
         for wm, e in _near_runs(spec, result.max_near):
             vw, textw, mw = _max_verdict(e, j, k, p_min)
             cfs.append(Counterfactual(_near_label(wm, e, j), f"{textw} [{vw}]", vw != "FAIL", mw, near=True,
@@ -86,8 +90,8 @@ def _max_rows(result: MaxLengthResult, spec: ClaimSpec) -> list[ClaimRow]:
                   f"outside the profile regime: (1-lam) d^(k-1) = {eps * d ** (k - 1):.2g}")
         rows.append(ClaimRow(
             claim=spec.claim.format(k=k),
-            parameters=f"{_pt(mx, j)}: (1-lam) d^k = {eps * d ** k:.3g} >> log n = {math.log(n):.1f}; {regime}; "
-                       f"{int(mx.replicas[j])} replicas",
+            parameters=f"{_pt(mx, j)}: (1-lam) d^k = {eps * d ** k:.3g} >> log n = {math.log(n):.1f}; "
+                       f"{regime}; {int(mx.replicas[j])} replicas",
             theory=f"k = ceil(log(1/(1-lam))/log d) = {k}", measured=text, passed=verdict == "PASS",
             outcome=verdict, threshold=spec.threshold_text(P), criterion=spec.criterion_text(P),
             taus=float(mx.taus[j]), start=_start(P), reference=spec.reference, counterfactuals=tuple(cfs),
@@ -102,21 +106,22 @@ def _profile_rows(result: MaxLengthResult, spec: ClaimSpec) -> list[ClaimRow]:
     pr = result.profile
     P = result.parameters
     tol = spec.values(P)["tolerance"]
-    n, d, lam, k = int(pr.n[0]), int(pr.d[0]), float(pr.lam[0]), int(pr.k[0])
+    d, lam, k = int(pr.d[0]), float(pr.lam[0]), int(pr.k[0])
     ok, text, _ = _profile_verdict(pr, 0, d, lam, k, tol)
     cfs = []
     for tag, e in (("x 0.75", result.profile_low_d), ("x 1.25", result.profile_high_d)):
         okw, textw, worst = _profile_verdict(e, 0, d, lam, k, tol)
-        cfs.append(Counterfactual(f"JSQ({int(e.d[0])}) in place of JSQ({d}) (d {tag}), same steps, judged against "
-                                  f"the fluid values of d = {d}", textw, okw, worst))
+        cfs.append(Counterfactual(f"JSQ({int(e.d[0])}) in place of JSQ({d}) (d {tag}), same steps, judged "
+                                  f"against the fluid values of d = {d}", textw, okw, worst))
     for wm, e in _near_runs(spec, result.profile_near):
         okw, textw, worst = _profile_verdict(e, 0, d, lam, k, tol)
         cfs.append(Counterfactual(_near_label(wm, e, 0) + f", judged against the fluid values of d = {d}",
                                   f"{textw} [{'PASS' if okw else 'FAIL'}]", okw, worst, near=True))
     rows.append(ClaimRow(
         claim=spec.claim.format(k=k),
-        parameters=f"{_pt(pr, 0)}; (1-lam) d^(k-1) = {(1 - lam) * d ** (k - 1):.2g} (outside the regime where the "
-                   f"asymptotic formulas hold; the fluid values are exact as n -> oo); {int(pr.replicas[0])} replicas",
+        parameters=f"{_pt(pr, 0)}; (1-lam) d^(k-1) = {(1 - lam) * d ** (k - 1):.2g} (outside the regime "
+                   "where the asymptotic formulas hold; the fluid values are exact as n -> oo); "
+                   f"{int(pr.replicas[0])} replicas",
         theory="fluid fixed point s_i - s_(i+1), s_i = lam^((d^i - 1)/(d - 1))", measured=text, passed=ok,
         criterion=spec.criterion_text(P),
         taus=float(pr.taus[0]), start=_start(P), reference=spec.reference,
@@ -144,7 +149,8 @@ def _most_at_k_rows(result: MaxLengthResult, spec: ClaimSpec) -> list[ClaimRow]:
 
     model = at_k(sw)
     ok = bool(ok_pts) and all(r[0] for r in model)
-    parts = [f"c={c[j]:.2g}: {v:.3f} (CI from {low:.3f}) >= {bound:.2f}" for j, (_, v, low, bound) in zip(ok_pts, model)]
+    parts = [f"c={c[j]:.2g}: {v:.3f} (CI from {low:.3f}) >= {bound:.2f}"
+             for j, (_, v, low, bound) in zip(ok_pts, model)]
     wrong = at_k(result.sweep_jsq2)
     okw, textw = all(r[0] for r in wrong), "; ".join(f"{r[1]:.3f}" for r in wrong)
     cfs = [Counterfactual("JSQ(2) in place of JSQ(d), same steps", f"fraction at k: {textw}", okw)]
@@ -158,8 +164,10 @@ def _most_at_k_rows(result: MaxLengthResult, spec: ClaimSpec) -> list[ClaimRow]:
             near=True, se_distance=se))
     rows.append(ClaimRow(
         claim=spec.claim,
-        parameters=f"n = {', '.join(str(int(x)) for x in sw.n)} ((1-lam) n = {', '.join(f'{x:.0f}' for x in eps_ * sw.n)}), d={int(sw.d[0])}, k=2, c = (1-lam) d^(k-1) in "
-                   f"{', '.join(f'{c[j]:.2g}' for j in ok_pts)} (points with (1-lam) n >= {min_idle:g}); {int(sw.replicas[0])} replicas",
+        parameters=f"n = {', '.join(str(int(x)) for x in sw.n)} ((1-lam) n = "
+                   f"{', '.join(f'{x:.0f}' for x in eps_ * sw.n)}), d={int(sw.d[0])}, k=2, c = (1-lam) "
+                   f"d^(k-1) in {', '.join(f'{c[j]:.2g}' for j in ok_pts)} (points with (1-lam) n >= "
+                   f"{min_idle:g}); {int(sw.replicas[0])} replicas",
         theory="fraction at k >= max(1/2, 1 - 2c) (Brightwell, Fairthorne & Luczak: w.h.p. as n -> oo)",
         measured="; ".join(parts), passed=ok,
         criterion=spec.criterion_text(P),
@@ -197,7 +205,8 @@ def _asymptotic_rows(result: MaxLengthResult, spec: ClaimSpec) -> list[ClaimRow]
         return out
 
     def sharpens(errs: dict[int, np.ndarray]) -> bool:  # c falls along the sweep
-        return all(bool(np.all(np.diff(v, axis=0) < 0) and np.all(v <= factor * c[:, None])) for v in errs.values())
+        return all(bool(np.all(np.diff(v, axis=0) < 0) and np.all(v <= factor * c[:, None]))
+                   for v in errs.values())
 
     def show(errs: dict[int, np.ndarray]) -> str:
         return "; ".join(f"k={kk}: " + ", ".join("/".join(f"{100 * x:.1f}%" for x in row) for row in v)
@@ -208,11 +217,13 @@ def _asymptotic_rows(result: MaxLengthResult, spec: ClaimSpec) -> list[ClaimRow]
     sim_err = [abs(sw.p[j, 1] - eps_[j] * sw.d[j]) / (eps_[j] * sw.d[j]) for j in range(sw.n.size)]
     rows.append(ClaimRow(
         claim=spec.claim,
-        parameters=f"d={d0}; k=2: 1-lam = {', '.join(f'{x:.3g}' for x in sweeps[2])} (length 1); k=3: 1-lam = "
-                   f"{', '.join(f'{x:.3g}' for x in sweeps[3])} (lengths 1 and 2); c = {', '.join(f'{x:.2g}' for x in c)}",
+        parameters=f"d={d0}; k=2: 1-lam = {', '.join(f'{x:.3g}' for x in sweeps[2])} (length 1); k=3: 1-lam "
+                   f"= {', '.join(f'{x:.3g}' for x in sweeps[3])} (lengths 1 and 2); c = "
+                   f"{', '.join(f'{x:.2g}' for x in c)}",
         theory=f"relative error O(c): <= {factor:g}c, and shrinking at every step as c falls",
-        measured=f"fluid fixed point (the n -> oo equilibrium), relative error at c = {', '.join(f'{x:.2g}' for x in c)}: {show(errs)}. "
-                 f"Simulated at (1-lam) n = 40 (n = {', '.join(str(int(x)) for x in sw.n)}), length 1: "
+        measured="fluid fixed point (the n -> oo equilibrium), relative error at c = "
+                 f"{', '.join(f'{x:.2g}' for x in c)}: {show(errs)}. Simulated at (1-lam) n = 40 (n = "
+                 f"{', '.join(str(int(x)) for x in sw.n)}), length 1: "
                  + ", ".join(f"{100 * x:.1f}%" for x in sim_err)
                  + ("; the simulated error exceeds the fluid formula's error at c = "
                     + ", ".join(f"{c[j]:.2g}" for j in range(sw.n.size) if sim_err[j] > errs[2][j].max())
@@ -222,8 +233,8 @@ def _asymptotic_rows(result: MaxLengthResult, spec: ClaimSpec) -> list[ClaimRow]
         criterion=spec.criterion_text(P),
         taus=None, start=None, reference=spec.reference,
         counterfactuals=(Counterfactual(
-            f"JSQ({round(1.25 * d0)}) in place of JSQ({d0}) (d x 1.25): its fluid fixed point judged by the formula "
-            f"with d = {d0}", show(errw), sharpens(errw)),)))
+            f"JSQ({round(1.25 * d0)}) in place of JSQ({d0}) (d x 1.25): its fluid fixed point judged by the "
+            f"formula with d = {d0}", show(errw), sharpens(errw)),)))
 
     return rows
 
@@ -239,7 +250,8 @@ def _boundary_rows(result: MaxLengthResult, spec: ClaimSpec) -> list[ClaimRow]:
     def shares(e, j):
         kk = int(e.k[j])
         a, b = float(e.p_low[j, kk]), float(e.p_low[j, kk + 1])
-        return a >= m and b >= m, f"at k: {e.p[j, kk]:.3f}, at k+1: {e.p[j, kk + 1]:.3f} (CI from {a:.3f}, {b:.3f})"
+        return a >= m and b >= m, (f"at k: {e.p[j, kk]:.3f}, at k+1: {e.p[j, kk + 1]:.3f} "
+                                   f"(CI from {a:.3f}, {b:.3f})")
 
     ok, text = shares(bd, 0)
     okc, textc = shares(bd, 1)
@@ -247,12 +259,14 @@ def _boundary_rows(result: MaxLengthResult, spec: ClaimSpec) -> list[ClaimRow]:
     rows.append(ClaimRow(
         claim=spec.claim,
         parameters=f"{_pt(bd, 0)} (log(1/(1-lam))/log d = {xb[0]:.2f}); {int(bd.replicas[0])} replicas",
-        theory="fluid: " + f"{_exact_lengths(fluid_fixed_point(int(bd.d[0]), float(bd.lam[0]), 4))[2]:.3f} at k, "
-               f"{_exact_lengths(fluid_fixed_point(int(bd.d[0]), float(bd.lam[0]), 4))[3]:.3f} at k+1",
+        theory=("fluid: "
+                + f"{_exact_lengths(fluid_fixed_point(int(bd.d[0]), float(bd.lam[0]), 4))[2]:.3f} at k, "
+                  f"{_exact_lengths(fluid_fixed_point(int(bd.d[0]), float(bd.lam[0]), 4))[3]:.3f} at k+1"),
         measured=text, passed=ok, criterion=spec.criterion_text(P),
         taus=float(bd.taus[0]), start=_start(P), reference=spec.reference,
         counterfactuals=(Counterfactual(f"the same d off the boundary (1-lam = {1 - float(bd.lam[1]):.3g}, "
-                                        f"log(1/(1-lam))/log d = {xb[1]:.2f}): a control, not a model", textc, okc),)))
+                                        f"log(1/(1-lam))/log d = {xb[1]:.2f}): a control, not a model", textc,
+                                        okc),)))
 
     return rows
 
@@ -286,8 +300,8 @@ def _finite_n_rows(result: MaxLengthResult, spec: ClaimSpec) -> list[ClaimRow]:
     rows.append(ClaimRow(
         claim=spec.claim,
         parameters=f"lam={float(fn.lam[0])}, d={int(fn.d[0])}, n = {', '.join(str(int(x)) for x in fn.n)}; "
-                   f"{int(fn.replicas[0])} replicas, batches of {fnp['batch_taus']:g} τ, sequential until the 95% CI "
-                   f"is within ±{fnp['rel_error']:.0%} (at least {min_taus:g} τ)",
+                   f"{int(fn.replicas[0])} replicas, batches of {fnp['batch_taus']:g} τ, sequential until "
+                   f"the 95% CI is within ±{fnp['rel_error']:.0%} (at least {min_taus:g} τ)",
         theory=f"fluid s_3 = {fl:.2e}; refined mean field: order 1/n "
                + ", ".join(f"{x / fl:.0f}x" for x in result.refined[:, 1]) + "; order 1/n^2 "
                + ", ".join(f"{x / fl:.0f}x" for x in result.refined[:, 2])
@@ -295,18 +309,22 @@ def _finite_n_rows(result: MaxLengthResult, spec: ClaimSpec) -> list[ClaimRow]:
         measured="; ".join(f"n={int(fn.n[j])}: {ratio[j]:.0f}x fluid (95% CI {lo[j]:.0f} to {hi[j]:.0f}; "
                            f"{'converged' if fn.converged[j] else 'NOT converged'}, {fn.taus[j]:.0f} τ)"
                            for j in range(fn.n.size))
-                 + ("" if at5 else "; n = 1e5 not run (it needs ~1000 τ pooled, ~2e10 replica-steps: --scale 10)"),
+                 + ("" if at5
+                    else "; n = 1e5 not run (it needs ~1000 τ pooled, ~2e10 replica-steps: --scale 10)"),
         passed=ok, kind="measurement",
         criterion=spec.criterion_text(P, rel_error=fnp["rel_error"], min_taus=min_taus)
                   + (f"; at n = 1e5 the CI overlaps the independent measurement {ref_lo:g}-{ref_hi:g}x "
                      "(docs/models.md#finite-n-effects)" if at5 else ""),
         taus=float(fn.taus.min()), start=_start(P), reference=spec.reference,
         counterfactuals=(
-            Counterfactual("the old protocol at n = " + f"{int(fn.n[j4])}: start at the fluid fixed point, 1 τ burn-in, "
-                           f"{result.parameters['short_taus']:g} τ measured (must reproduce the converged value to the same precision)",
+            Counterfactual("the old protocol at n = " + f"{int(fn.n[j4])}: start at the fluid fixed point, "
+                             "1 τ burn-in, "
+                             f"{result.parameters['short_taus']:g} τ measured (must reproduce the converged "
+                             "value to the same precision)",
                            f"{float(st.mean):.0f}x fluid (95% CI {float(slo):.0f} to {float(shi):.0f})", okw,
                            float(st.mean)),
-            Counterfactual("the fluid limit (n = infinity, no finite-n effect)", "1x fluid at every n", False, 1.0))))
+            Counterfactual("the fluid limit (n = infinity, no finite-n effect)", "1x fluid at every n", False,
+                           1.0))))
 
     return rows
 
@@ -318,7 +336,8 @@ def _identity_rows(result: MaxLengthResult, spec: ClaimSpec) -> list[ClaimRow]:
     e = result.sweep
     P = result.parameters
     f = spec.values(P)["ci_factor"]
-    z = [(float(e.tail[j, 1]), float((e.tail_high[j, 1] - e.tail_low[j, 1]) / 2), float(e.lam[j])) for j in range(e.n.size)]
+    z = [(float(e.tail[j, 1]), float((e.tail_high[j, 1] - e.tail_low[j, 1]) / 2), float(e.lam[j]))
+         for j in range(e.n.size)]
     rows.append(ClaimRow(
         claim=spec.claim,
         parameters=f"the sweep points (n = {', '.join(str(int(x)) for x in e.n)}, d={int(e.d[0])})",
@@ -342,8 +361,8 @@ def _near_runs(spec: ClaimSpec, runs: dict) -> list:
 CLAIMS: dict[str, ClaimSpec] = {
     "max": ClaimSpec(
         "max", "the maximum queue length concentrates on k = {k}",
-        "the 95% CI of P(max = k) wholly at or above the threshold (PASS), wholly below (FAIL), else INCONCLUSIVE",
-        thresholds=(("max", "p_min"), ("max", "regime_c_max")),
+        "the 95% CI of P(max = k) wholly at or above the threshold (PASS), wholly below (FAIL), else "
+        "INCONCLUSIVE", thresholds=(("max", "p_min"), ("max", "regime_c_max")),
         threshold="P(max = k) >= {p_min:g} (the threshold first stated; PARAMETERS max.p_min)",
         wrong_models=("jsq1", "jsq2", "d-1", "d*1.1", "other_sampling", "eta=0.01", "eta=0.001"),
         rows=_max_rows, reference=REF_MAX),
@@ -360,30 +379,33 @@ CLAIMS: dict[str, ClaimSpec] = {
         wrong_models=("jsq2", "d-1", "d*0.9", "eta=0.01"), rows=_most_at_k_rows, reference=REF_PROFILE),
     "asymptotic": ClaimSpec(
         "asymptotic",
-        "the asymptotic formula (1-lam) d^i for lengths i < k gets sharp as c = (1-lam) d^(k-1) -> 0 (n -> oo)",
-        "against the fluid fixed point: the error at every length below k falls at every step of both sweeps and is "
-        "<= {error_factor:g}c",
+        "the asymptotic formula (1-lam) d^i for lengths i < k gets sharp as c = (1-lam) d^(k-1) -> 0 "
+        "(n -> oo)",
+        "against the fluid fixed point: the error at every length below k falls at every step of both sweeps "
+        "and is <= {error_factor:g}c",
         thresholds=(("asymptotic", "error_factor"),), wrong_models=("d*1.25",), rows=_asymptotic_rows,
         reference="docs/models.md#asymptotic-profile"),
     "boundary": ClaimSpec(
         "boundary",
-        "on a boundary (1-lam) d^k = 1 the mass is shared by lengths k and k+1 (the asymptotics are not sharp)",
-        "lower ends of the 95% CIs of the fractions at k and at k+1 both >= {min_share:g}",
+        "on a boundary (1-lam) d^k = 1 the mass is shared by lengths k and k+1 (the asymptotics are not "
+        "sharp)", "lower ends of the 95% CIs of the fractions at k and at k+1 both >= {min_share:g}",
         thresholds=(("boundary", "min_share"),), controls=("off_boundary",), rows=_boundary_rows,
         reference="docs/models.md#boundary-case"),
     "finite_n": ClaimSpec(
         "finite_n",
-        "finite-n tail at length 3: E[u_3]/n is hundreds to thousands of times the fluid value at n = 1e3..1e4 "
-        "and falls toward it as n grows (the refined mean field of order 1/n and 1/n^2 beside it)",
-        "converged (CI within ±{rel_error:.0%}, >= {min_taus:g} τ) at every n; the 95% CIs fall with n without "
-        "overlapping; the lower end at the largest n >= {fluid_multiple:g}x fluid",
+        "finite-n tail at length 3: E[u_3]/n is hundreds to thousands of times the fluid value at n = "
+        "1e3..1e4 and falls toward it as n grows (the refined mean field of order 1/n and 1/n^2 beside it)",
+        "converged (CI within ±{rel_error:.0%}, >= {min_taus:g} τ) at every n; the 95% CIs fall with n "
+        "without overlapping; the lower end at the largest n >= {fluid_multiple:g}x fluid",
         thresholds=(("finite_n", "fluid_multiple"), ("finite_n", "independent_band")),
         controls=("short_fluid_run", "fluid_limit"), rows=_finite_n_rows,
         reference="docs/models.md#finite-n-effects"),
     "identity": ClaimSpec(
-        "identity", "identity: the fraction of idle queues is exactly 1 - lam (E[u_1] = lam n, any routing rule)",
+        "identity",
+        "identity: the fraction of idle queues is exactly 1 - lam (E[u_1] = lam n, any routing rule)",
         "|E[u_1]/n - lam| <= {times} the 95% CI half-width (about 5 standard errors) at every point",
-        thresholds=(("identity", "ci_factor"),), rows=_identity_rows, reference="docs/models.md#level-balance"),
+        thresholds=(("identity", "ci_factor"),), rows=_identity_rows,
+        reference="docs/models.md#level-balance"),
 }
 
 

@@ -4,8 +4,9 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -14,16 +15,27 @@ from qlib import cache
 from qlib._rng import named_seed
 from qlib.config import scale
 from qlib.studies import ArrayResult, check_mode
-from qlib.studies.max_length.parameters import (PARAMETERS, PointTuple, family_point, family_sizes,
-                                                finite_n_sizes, sweep_points)
+from qlib.studies.max_length.parameters import (
+    PARAMETERS,
+    PointTuple,
+    family_point,
+    family_sizes,
+    finite_n_sizes,
+    sweep_points,
+)
 from qlib.studies.wrong_models import WRONG_MODELS, point_of
 from qlib.supermarket import simulate
 from qlib.supermarket.equilibrium import EquilibriumEstimate, estimate_equilibrium_many
-from qlib.supermarket.refined import refined_mean_field, relaxation_time
 from qlib.supermarket.point import as_point
-from qlib.supermarket.theory import (asymptotic_profile, boundary_distance,
-                                     fluid_fixed_point, fluid_trajectory, predicted_max_length,
-                                     steps_per_time)
+from qlib.supermarket.refined import refined_mean_field, relaxation_time
+from qlib.supermarket.theory import (
+    asymptotic_profile,
+    boundary_distance,
+    fluid_fixed_point,
+    fluid_trajectory,
+    predicted_max_length,
+    steps_per_time,
+)
 from qlib.supermarket.variants import name_of
 
 # --------------------------------------------------------------------------- typed results
@@ -74,7 +86,8 @@ def _entry(e: EquilibriumEstimate, levels: int) -> dict[str, np.ndarray]:
             "k": np.array(k if math.isfinite(k) else -1), "tail": t, "tail_low": lo, "tail_high": hi,
             "p": fit(e.queue_length_distribution), "p_low": fit(e.length_ci_low),
             "p_high": fit(e.length_ci_high), "max_dist": fit(e.max_length_distribution),
-            "max_low": fit(e.max_ci_low), "max_high": fit(e.max_ci_high), "taus": np.array(e.relaxation_times),
+            "max_low": fit(e.max_ci_low), "max_high": fit(e.max_ci_high),
+            "taus": np.array(e.relaxation_times),
             "burn_taus": np.array(e.burn_in / (e.relaxation_time * steps_per_time(e.n, e.lam))),
             "replicas": np.array(e.replicas), "relative_halfwidth": np.array(e.relative_halfwidth),
             "converged": np.array(e.converged)}
@@ -95,8 +108,9 @@ def _level_groups(points: Sequence[PointTuple]) -> list[list[int]]:
     return [[i for i, key in enumerate(keys) if key == g] for g in sorted(set(keys))]
 
 
-def estimates(name: str, points: Sequence[PointTuple], *, replicas: int, seeds: Sequence[int], batches: int | None = 1,
-              rel_error: float = 0.5, min_batches: int = 2, max_batches: int | None = None, level: int | None = None,
+def estimates(name: str, points: Sequence[PointTuple], *, replicas: int, seeds: Sequence[int],
+              batches: int | None = 1, rel_error: float = 0.5, min_batches: int = 2,
+              max_batches: int | None = None, level: int | None = None,
               burn_taus: float = 20.0, batch_taus: float = 20.0, taus_of: Sequence[PointTuple] | None = None,
               replacement: bool = True, variant: Any = None, progress: bool = False) -> Estimates:
     """Cached equilibrium estimates (one cache entry per point, so an interrupted sweep resumes):
@@ -110,9 +124,11 @@ def estimates(name: str, points: Sequence[PointTuple], *, replicas: int, seeds: 
     points = [as_point(*p).as_tuple() for p in points]
     clock = list(points) if taus_of is None else [tuple(q) for q in taus_of]
     tau = [relaxation_time(d, lam) for _, d, lam in clock]
-    params = [dict(point=list(p), replicas=replicas, batches=batches, rel_error=rel_error, max_batches=max_batches,
-                   level=level, burn_taus=burn_taus, batch_taus=batch_taus, tau=t) for p, t in zip(points, tau)]
-    if batches is None and min_batches != 2:  # (2, the default, is left out: the keys cached before stay valid)
+    params = [dict(point=list(p), replicas=replicas, batches=batches, rel_error=rel_error,
+                   max_batches=max_batches, level=level, burn_taus=burn_taus, batch_taus=batch_taus, tau=t)
+              for p, t in zip(points, tau)]
+    # (min_batches = 2, the default, is left out: the keys cached before stay valid)
+    if batches is None and min_batches != 2:
         params = [{**q, "min_batches": min_batches} for q in params]
     if not replacement:
         params = [{**q, "replacement": False} for q in params]
@@ -130,7 +146,8 @@ def estimates(name: str, points: Sequence[PointTuple], *, replicas: int, seeds: 
             if batches is None and max_batches is not None:  # max_batches batches at every point
                 max_steps = [int(max_batches * batch_taus * tau[i] * steps_per_time(n, lam))
                              for i, (n, d, lam) in zip(sub, pts)]
-            est = estimate_equilibrium_many(pts, rel_error=rel_error, level=level, seeds=[seeds[i] for i in sub],
+            est = estimate_equilibrium_many(pts, rel_error=rel_error, level=level,
+                                            seeds=[seeds[i] for i in sub],
                                             replicas=replicas, burn_in="tau", burn_taus=burn_taus,
                                             batch_taus=batch_taus, batches=batches,
                                             min_batches=min_batches, replacement=replacement,
@@ -373,7 +390,8 @@ def _fixed_sets(P: dict, mode: str, nb: int, base: dict) -> dict[str, Estimates]
     mx, pr = P["max"], P["profile"]
     if "profile" not in sets:
         j = [tuple(p) for p in mx["points"]].index(tuple(pr["point"]))
-        sets["profile"] = Estimates.from_arrays({f: getattr(sets["max"], f)[[j]] for f in sets["max"].__dataclass_fields__})
+        sets["profile"] = Estimates.from_arrays({f: getattr(sets["max"], f)[[j]]
+                                                 for f in sets["max"].__dataclass_fields__})
     return sets
 
 
@@ -414,7 +432,8 @@ def _near_sets(P: dict, mode: str, nb: int, progress: bool) -> dict[str, dict[st
                                 progress=progress)
         return out
 
-    return dict(max_near=near("max", P["max"]["points"]), profile_near=near("profile", [P["profile"]["point"]]),
+    return dict(max_near=near("max", P["max"]["points"]),
+                profile_near=near("profile", [P["profile"]["point"]]),
                 sweep_near=near("sweep", sweep_points(mode)))
 
 
@@ -445,7 +464,8 @@ def run(mode: str = "full", *, progress: bool = True) -> MaxLengthResult:
     near_sets = _near_sets(P, mode, nb, progress)
     fn, ns = P["finite_n"], finite_n_sizes(mode)
     r1, r2 = refined_mean_field(fn["d"], fn["lam"]), refined_mean_field(fn["d"], fn["lam"], order=2)
-    refined = np.array([[r1.fixed_point[fn["level"]], r1.tail_fraction(n)[fn["level"]], r2.tail_fraction(n)[fn["level"]]]
+    refined = np.array([[r1.fixed_point[fn["level"]], r1.tail_fraction(n)[fn["level"]],
+                         r2.tail_fraction(n)[fn["level"]]]
                         for n in ns])
     return MaxLengthResult(mode=mode, parameters=P, finite_n=finite, finite_n_short=short, from_empty=empty,
                            refined=refined, **sets, **near_sets)

@@ -47,7 +47,8 @@ PARAMETERS: dict[str, dict[str, Any]] = {
                       scaled=dict(ns=[], one_minus_lam=[], from_scale=2.0)),
         "boundary": dict(n=300, d=10, one_minus_lam=[1e-2, 10**-2.4], replicas=4),
         "finite_n": dict(d=100, lam=0.999, ns=[300, 1000], level=3, rel_error=0.5, replicas=4, min_batches=2,
-                         max_batches=4, batch_taus=10.0, scaled_ns=[], scaled_from=10.0, mid_ns=[], mid_from=2.0),
+                         max_batches=4, batch_taus=10.0, scaled_ns=[], scaled_from=10.0, mid_ns=[],
+                         mid_from=2.0),
         "family": dict(alpha=0.75, beta=0.5, ns=[100, 300], replicas=4, scaled_ns=[], scaled_from=2.0),
         "from_empty": dict(n=1000, d=10, lam=0.99, taus=2.0, points=20, replicas=2),
         # smoke: a few tau (the rows' shape is what is tested; eta-greedy fails row 1 at any length)
@@ -76,10 +77,11 @@ PARAMETERS: dict[str, dict[str, Any]] = {
         # n = 1e4 from --scale 2 (~2e9 replica-steps); n = 1e5 converges only with ~1000 tau pooled
         # (~2e10 replica-steps): from --scale 10 on
         "finite_n": dict(d=100, lam=0.999, ns=[1_000, 3_000], level=3, rel_error=0.25, replicas=8,
-                         min_batches=5, max_batches=100, batch_taus=20.0, scaled_ns=[100_000], scaled_from=10.0,
-                         mid_ns=[10_000], mid_from=2.0),
+                         min_batches=5, max_batches=100, batch_taus=20.0, scaled_ns=[100_000],
+                         scaled_from=10.0, mid_ns=[10_000], mid_from=2.0),
         # the gamma = 0 family (the families study runs it, and five others, at n = 1e3..1e4)
-        "family": dict(alpha=0.75, beta=0.5, ns=[100, 1_000], replicas=8, scaled_ns=[10_000], scaled_from=2.0),
+        "family": dict(alpha=0.75, beta=0.5, ns=[100, 1_000], replicas=8, scaled_ns=[10_000],
+                       scaled_from=2.0),
         "from_empty": dict(n=10_000, d=10, lam=0.99, taus=6.0, points=150, replicas=4),
         # near wrong models (qlib.studies.wrong_models), each on its row's own criterion: one batch of
         # 10 tau after the 20 tau burn-in, on the model's clock; the row's resolution says which it

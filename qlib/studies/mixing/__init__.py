@@ -32,13 +32,38 @@ and :func:`claim_rows` (``claims``), :func:`run` and the sliders' :func:`explore
 notebook's prose and :func:`summary` (``prose``); figures in :mod:`qlib.plots.mixing`.
 """
 
-from qlib.studies.mixing.parameters import (CLAIM_THRESHOLDS, PARAMETERS, PointTuple, family_point, lower_time,
-                                            reference_time)
-from qlib.studies.mixing.claims import (CLAIMS, _d_exponent, _exit_verdict, _tail_verdict, claim_rows,
-                                        claim_rows_by_key, tau_d_exponent)
-from qlib.studies.mixing.compute import (Exploration, LowerBound, MeetingTimes, MixingResult, event_crossing, explore,
-                                     good_set_exits, good_start_times, run, sample_seed, stationary_samples,
-                                     top_start_times, uncoupled_times)
+from qlib.studies.mixing.claims import (
+    CLAIMS,
+    _d_exponent,
+    _exit_verdict,
+    _tail_verdict,
+    claim_rows,
+    claim_rows_by_key,
+    tau_d_exponent,
+)
+from qlib.studies.mixing.compute import (
+    Exploration,
+    LowerBound,
+    MeetingTimes,
+    MixingResult,
+    event_crossing,
+    explore,
+    good_set_exits,
+    good_start_times,
+    run,
+    sample_seed,
+    stationary_samples,
+    top_start_times,
+    uncoupled_times,
+)
+from qlib.studies.mixing.parameters import (
+    CLAIM_THRESHOLDS,
+    PARAMETERS,
+    PointTuple,
+    family_point,
+    lower_time,
+    reference_time,
+)
 from qlib.studies.mixing.prose import SUMMARY_COLUMNS, findings_markdown, summary
 from qlib.supermarket.refined import relaxation_time  # noqa: F401  (the notebook and tests read them here)
 from qlib.supermarket.theory import steps_per_time  # noqa: F401
@@ -46,8 +71,8 @@ from qlib.supermarket.theory import steps_per_time  # noqa: F401
 #: helpers the tests call by name
 _TESTED = (_d_exponent, _exit_verdict, _tail_verdict)
 
-__all__ = ["PARAMETERS", "CLAIMS", "CLAIM_THRESHOLDS", "PointTuple", "family_point", "lower_time", "reference_time",
-           "claim_rows", "claim_rows_by_key", "tau_d_exponent", "Exploration", "LowerBound", "MeetingTimes",
-           "MixingResult", "event_crossing", "explore", "good_set_exits", "good_start_times", "run", "sample_seed",
-           "stationary_samples", "top_start_times", "uncoupled_times", "findings_markdown", "summary",
-           "SUMMARY_COLUMNS"]
+__all__ = ["PARAMETERS", "CLAIMS", "CLAIM_THRESHOLDS", "PointTuple", "family_point", "lower_time",
+           "reference_time", "claim_rows", "claim_rows_by_key", "tau_d_exponent", "Exploration", "LowerBound",
+           "MeetingTimes", "MixingResult", "event_crossing", "explore", "good_set_exits", "good_start_times",
+           "run", "sample_seed", "stationary_samples", "top_start_times", "uncoupled_times",
+           "findings_markdown", "summary", "SUMMARY_COLUMNS"]

@@ -4,15 +4,15 @@ and the functions that build each claim's rows from the study's result."""
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from fractions import Fraction
-from typing import Sequence
 
 import numpy as np
 
 from qlib import stats
 from qlib.claims import ClaimRow, ClaimSpec, Counterfactual
-from qlib.studies.mixing.parameters import lower_time, reference_time
 from qlib.studies.mixing.compute import LowerBound, MeetingTimes, MixingResult
+from qlib.studies.mixing.parameters import lower_time, reference_time
 from qlib.studies.wrong_models import WRONG_MODELS, resolution
 from qlib.supermarket.refined import relaxation_time
 from qlib.supermarket.theory import predicted_max_length, steps_per_time
@@ -33,7 +33,8 @@ def _ratio_exponent(m: MeetingTimes) -> tuple[stats.PowerFit | None, str]:
     ref = np.array([reference_time(int(n), int(d), float(lam)) for n, d, lam in zip(m.n, m.d, m.lam)])
     if not _met(m.T):
         unmet = int(np.sum(~np.isfinite(m.T)))
-        return None, f"{unmet} of {m.T.size} replica-runs never met within {m.cap.min():.2g}..{m.cap.max():.2g} steps"
+        return None, (f"{unmet} of {m.T.size} replica-runs never met within "
+                      f"{m.cap.min():.2g}..{m.cap.max():.2g} steps")
     fit = stats.fit_power_law(m.n.astype(float), m.T / ref[:, None])
     ratio = m.T.mean(axis=1) / ref
     return fit, f"T/(k d^(k-1) n ln n) = {', '.join(f'{r:.2f}' for r in ratio)}; exponent in n {fit}"
@@ -53,8 +54,9 @@ def _family_text(P: dict, key: str, ns) -> str:
     f = P[key]
     k = math.ceil(f["alpha"] / f["beta"] - 1e-12)
     g = 1 - 2 * f["alpha"] + (k - 1) * f["beta"]
-    return (f"lam = 1 - n^-{f['alpha']:g}, d = floor(n^{f['beta']:g}) (k = {k}, gamma = {g:+.2f}; (1-lam) d^(k-1) = "
-            f"n^{(k - 1) * f['beta'] - f['alpha']:+.2f}, (1-lam) d^k = n^{k * f['beta'] - f['alpha']:+.2f}), n = "
+    return (f"lam = 1 - n^-{f['alpha']:g}, d = floor(n^{f['beta']:g}) (k = {k}, gamma = {g:+.2f}; (1-lam) "
+            f"d^(k-1) = n^{(k - 1) * f['beta'] - f['alpha']:+.2f}, (1-lam) d^k = "
+            f"n^{k * f['beta'] - f['alpha']:+.2f}), n = "
             + ", ".join(str(int(x)) for x in ns))
 
 
@@ -67,8 +69,8 @@ def _good_row(result: MixingResult, spec: ClaimSpec, good: MeetingTimes, cfs: Se
         claim=spec.claim, parameters=_family_text(P, family_key, good.n) + f"; {good.T.shape[1]} replicas",
         theory="bounded ratio: it does not grow with n", measured=text, passed=v == "PASS", outcome=v,
         criterion=spec.criterion_text(P), threshold=spec.threshold_text(P),
-        taus=float(P["burn_taus"]), start=_start_good(P), reference=spec.reference, counterfactuals=tuple(cfs),
-        resolution=resolution(cfs))
+        taus=float(P["burn_taus"]), start=_start_good(P), reference=spec.reference,
+        counterfactuals=tuple(cfs), resolution=resolution(cfs))
 
 
 def good_rows(result: MixingResult, spec: ClaimSpec) -> list[ClaimRow]:
@@ -81,9 +83,11 @@ def good_rows(result: MixingResult, spec: ClaimSpec) -> list[ClaimRow]:
         return Counterfactual(label, text, v != "FAIL", b)
 
     small = ", ".join(str(int(x)) for x in result.good_jsq2.n)
-    cfs = [cf(result.good_jsq2, f"JSQ(2) in place of JSQ(d), same protocol at n = {small}, capped at {P['cap']:g}x "
+    cfs = [cf(result.good_jsq2,
+              f"JSQ(2) in place of JSQ(d), same protocol at n = {small}, capped at {P['cap']:g}x "
                                 "the JSQ(d) time"),
-           cf(result.uncoupled, f"uncoupled chains (independent random numbers), same protocol at n = {small}")]
+           cf(result.uncoupled,
+              f"uncoupled chains (independent random numbers), same protocol at n = {small}")]
     small_p = ", ".join(str(int(x)) for x in result.good_pos_jsq2.n)
     cfs_p = [cf(result.good_pos_jsq2, f"JSQ(2) in place of JSQ(d), same protocol at n = {small_p}, capped at "
                                       f"{P['cap']:g}x the JSQ(d) time")]
@@ -91,8 +95,9 @@ def good_rows(result: MixingResult, spec: ClaimSpec) -> list[ClaimRow]:
         for wm, m in [(w, near[w]) for w in spec.wrong_models if w in near]:
             v, text, b = _bounded_verdict(m, growth)
             ns = ", ".join(str(int(x)) for x in m.n)
-            out.append(Counterfactual(f"{WRONG_MODELS[wm].label} (d = {', '.join(str(int(x)) for x in m.d)}), same "
-                                      f"protocol at n = {ns}, capped at {P['cap']:g}x the JSQ(d) time",
+            out.append(Counterfactual(f"{WRONG_MODELS[wm].label} (d = "
+                                      f"{', '.join(str(int(x)) for x in m.d)}), same protocol at n = {ns}, "
+                                      f"capped at {P['cap']:g}x the JSQ(d) time",
                                       f"{text} [{v}]", v != "FAIL", b, near=True))
     return [_good_row(result, spec, result.good, cfs, "family"),
             _good_row(result, spec, result.good_pos, cfs_p, "family_pos")]
@@ -110,15 +115,17 @@ def bad_start_rows(result: MixingResult, spec: ClaimSpec) -> list[ClaimRow]:
     small = ", ".join(str(int(x)) for x in result.top_jsq2.n)
     vj, tj, bj = _bounded_verdict(result.top_jsq2, C["growth"])
     return [ClaimRow(
-        claim=spec.claim + (" — a finding: the drain term is of the order of the bound here" if finding else ""),
+        claim=spec.claim
+        + (" — a finding: the drain term is of the order of the bound here" if finding else ""),
         parameters=_family_text(P, "family", top.n) + f"; {top.T.shape[1]} replicas",
         theory="bounded ratio; the drain term (1+lam) n/(1-lam) is " + ", ".join(f"{x:.2f}" for x in drain)
                + " x k d^(k-1) n ln n here (it grows like n^0.25/ln n: asymptotically the drain dominates)",
         measured=text + f" (read as a bound: {v})", passed=(v == "PASS") and not finding,
-        outcome="finding" if finding else v, criterion=spec.criterion_text(P), threshold=spec.threshold_text(P),
+        outcome="finding" if finding else v, criterion=spec.criterion_text(P),
+        threshold=spec.threshold_text(P),
         taus=None, start="all empty and all queues at k+1", reference=spec.reference,
-        counterfactuals=(Counterfactual(f"JSQ(2) in place of JSQ(d) at n = {small}, capped at {P['cap']:g}x the "
-                                        "JSQ(d) time", tj, vj != "FAIL", bj),))]
+        counterfactuals=(Counterfactual(f"JSQ(2) in place of JSQ(d) at n = {small}, capped at {P['cap']:g}x "
+                                        "the JSQ(d) time", tj, vj != "FAIL", bj),))]
 
 
 def _d_exponent(m: MeetingTimes, d_axis: np.ndarray | None, tol: float) -> tuple[str, str, float | None, int]:
@@ -159,13 +166,15 @@ def d_scaling_rows(result: MixingResult, spec: ClaimSpec) -> list[ClaimRow]:
         claim=spec.claim.format(k_minus_1=kk - 1),
         parameters=f"n = {int(ds.n[0])}, 1-lam = {dsp['one_minus_lam']:g} fixed, d = "
                    f"{', '.join(str(int(x)) for x in ds.d)} ((1-lam) d = "
-                   + ", ".join(f"{dsp['one_minus_lam'] * x:.2g}" for x in ds.d) + f"); {dsp['replicas']} replicas",
-        theory=f"exponent of T_meet in d = k-1 = {kk - 1} (0 if the time were set by 1/(1-lam), fixed here); the fluid "
-               f"relaxation time's exponent in d over this window is {td:.2f}",
+                   + ", ".join(f"{dsp['one_minus_lam'] * x:.2g}" for x in ds.d)
+        + f"); {dsp['replicas']} replicas",
+        theory=f"exponent of T_meet in d = k-1 = {kk - 1} (0 if the time were set by 1/(1-lam), fixed here); "
+               f"the fluid relaxation time's exponent in d over this window is {td:.2f}",
         measured=textd, passed=v == "PASS", outcome=v, criterion=spec.criterion_text(P),
-        threshold=spec.threshold_text(P), taus=float(P["burn_taus"]), start=_start_good(P), reference=spec.reference,
-        counterfactuals=(Counterfactual(f"d held at {int(ds.d[0])} whatever d is asked for (d-independent dynamics)",
-                                        textf, vf != "FAIL", bf),))]
+        threshold=spec.threshold_text(P), taus=float(P["burn_taus"]), start=_start_good(P),
+        reference=spec.reference,
+        counterfactuals=(Counterfactual(f"d held at {int(ds.d[0])} whatever d is asked for (d-independent "
+                                        "dynamics)", textf, vf != "FAIL", bf),))]
 
 
 def _lower_row(result: MixingResult, spec: ClaimSpec, lo: LowerBound, family_key: str) -> ClaimRow:
@@ -178,11 +187,12 @@ def _lower_row(result: MixingResult, spec: ClaimSpec, lo: LowerBound, family_key
     okls = bool(np.all(np.isfinite(ratio_s)) and ratio_s.min() >= m)
     return ClaimRow(
         claim=spec.claim,
-        parameters=_family_text(P, family_key, lo.n) + f"; {lp['replicas']} replicas from a good state whose number "
+        parameters=_family_text(P, family_key, lo.n)
+        + f"; {lp['replicas']} replicas from a good state whose number "
                    "of customers N is at the stationary 97.5% point; A = {N > stationary median}",
         theory=f"t(P_t(A) - pi(A) <= 1/4) / (n (lam d)^(k-1)) >= {m:g} at every n (d_TV >= |P_t(A) - pi(A)|)",
-        measured="ratio " + ", ".join(f"{x:.2f}" for x in ratio_g), passed=okl, criterion=spec.criterion_text(P),
-        threshold=spec.threshold_text(P),
+        measured="ratio " + ", ".join(f"{x:.2f}" for x in ratio_g), passed=okl,
+        criterion=spec.criterion_text(P), threshold=spec.threshold_text(P),
         taus=float(lp["horizon_taus"]), start="a stationary-typical state displaced to N's 97.5% point",
         reference=spec.reference, counterfactuals=(Counterfactual(
             "each chain started from a stationary sample (a run started at the answer)",
@@ -191,7 +201,8 @@ def _lower_row(result: MixingResult, spec: ClaimSpec, lo: LowerBound, family_key
 
 def lower_rows(result: MixingResult, spec: ClaimSpec) -> list[ClaimRow]:
     """Row 13 on both families."""
-    return [_lower_row(result, spec, result.lower, "family"), _lower_row(result, spec, result.lower_pos, "family_pos")]
+    return [_lower_row(result, spec, result.lower, "family"),
+            _lower_row(result, spec, result.lower_pos, "family_pos")]
 
 
 def tail_rows(result: MixingResult, spec: ClaimSpec) -> list[ClaimRow]:
@@ -204,7 +215,8 @@ def tail_rows(result: MixingResult, spec: ClaimSpec) -> list[ClaimRow]:
     b2, b3 = (str(Fraction(b).limit_denominator(1000)) for b in t["tail_bounds"])
     return [ClaimRow(
         claim=spec.claim,
-        parameters=f"the family at n = {int(tl.n[0])} (d = {int(tl.d[0])}); {tl.T.shape[1]} replicas, bottom/top coupling",
+        parameters=f"the family at n = {int(tl.n[0])} (d = {int(tl.d[0])}); {tl.T.shape[1]} replicas, "
+                   "bottom/top coupling",
         theory="P(T > 2m) <= P(T > m)^2 and P(T > 3m) <= P(T > m)^3 (submultiplicative) at the median m; "
                "log P(T > t) linear beyond m",
         measured=textt, passed=okt, criterion=spec.criterion_text(P, b2=b2, b3=b3),
@@ -213,19 +225,22 @@ def tail_rows(result: MixingResult, spec: ClaimSpec) -> list[ClaimRow]:
         counterfactuals=(Counterfactual("uncoupled chains (independent random numbers)", texttu, oktu),))]
 
 
-def _exit_row(result: MixingResult, spec: ClaimSpec, ex: MeetingTimes, exj: MeetingTimes, family_key: str) -> ClaimRow:
+def _exit_row(result: MixingResult, spec: ClaimSpec, ex: MeetingTimes, exj: MeetingTimes,
+              family_key: str) -> ClaimRow:
     P = result.parameters
     gs = P["good_set"]
     oke, texte = _exit_verdict(ex, ex)
     okej, textej = _exit_verdict(exj, ex)
     return ClaimRow(
         claim=spec.claim,
-        parameters=_family_text(P, family_key, ex.n) + f"; N^eps with eps = {gs['eps']} (sup distance of u/n to the "
+        parameters=_family_text(P, family_key, ex.n)
+        + f"; N^eps with eps = {gs['eps']} (sup distance of u/n to the "
                    f"fluid fixed point); {gs['replicas']} replicas, {gs['horizon_taus']:g} τ",
         theory="first exit time grows with n (exponentially, at fixed eps)", measured=texte, passed=oke,
         criterion=spec.criterion_text(P), threshold=spec.threshold_text(P),
         taus=float(gs["horizon_taus"]), start="the fluid point", reference=spec.reference,
-        counterfactuals=(Counterfactual("JSQ(2) in place of JSQ(d), judged against JSQ(d)'s good set", textej, okej),))
+        counterfactuals=(Counterfactual("JSQ(2) in place of JSQ(d), judged against JSQ(d)'s good set", textej,
+                                        okej),))
 
 
 def good_set_rows(result: MixingResult, spec: ClaimSpec) -> list[ClaimRow]:
@@ -240,18 +255,21 @@ def good_set_rows(result: MixingResult, spec: ClaimSpec) -> list[ClaimRow]:
 CLAIMS: dict[str, ClaimSpec] = {
     "good_start": ClaimSpec(
         key="good_start",
-        claim="from a good start the mixing time is O(k d^(k-1) n log n): T_meet/(k d^(k-1) n ln n) stays bounded",
-        criterion="upper end of the 95% bootstrap CI of the exponent of the ratio in n <= growth (PASS), lower end "
-                  "above (FAIL), else INCONCLUSIVE; T_meet = meeting time of the chain from the fluid point with one "
-                  "from a stationary sample (d_TV <= P(T > t))",
+        claim="from a good start the mixing time is O(k d^(k-1) n log n): T_meet/(k d^(k-1) n ln n) stays "
+              "bounded",
+        criterion="upper end of the 95% bootstrap CI of the exponent of the ratio in n <= growth (PASS), "
+                  "lower end above (FAIL), else INCONCLUSIVE; T_meet = meeting time of the chain from the "
+                  "fluid point with one from a stationary sample (d_TV <= P(T > t))",
         thresholds=(("growth",),), threshold="exponent upper 95% end <= {growth:g} (claims.growth)",
         wrong_models=("jsq2", "d-1"), controls=("uncoupled",), rows=good_rows, reference=REF),
     "bad_start": ClaimSpec(
         key="bad_start",
-        claim="even from a bad start (all queues at k+1) the bound holds up to a constant over this range of n",
-        criterion="a finding wherever the drain term (1+lam) n/(1-lam) >= drain_finding x k d^(k-1) n ln n (the "
-                  "time to shed n excess customers, true for every routing rule, is then of the order of the bound); "
-                  "else as the good-start row on the meeting time of the chains from all-empty and all-at-(k+1)",
+        claim="even from a bad start (all queues at k+1) the bound holds up to a constant over this range of "
+              "n",
+        criterion="a finding wherever the drain term (1+lam) n/(1-lam) >= drain_finding x k d^(k-1) n ln n "
+                  "(the time to shed n excess customers, true for every routing rule, is then of the order "
+                  "of the bound); else as the good-start row on the meeting time of the chains from "
+                  "all-empty and all-at-(k+1)",
         thresholds=(("growth",), ("drain_finding",)),
         threshold="a finding where drain/(k d^(k-1) n ln n) >= {drain_finding:g} (claims.drain_finding); "
                   "else exponent upper 95% end <= {growth:g}",
@@ -262,23 +280,28 @@ CLAIMS: dict[str, ClaimSpec] = {
               "k-1 = {k_minus_1}",
         criterion="two-sided: the 95% bootstrap CI of the exponent of T_meet (good start) in d within "
                   "k - 1 +- d_exponent_tol (PASS), disjoint from that band (FAIL), else INCONCLUSIVE",
-        thresholds=(("d_exponent_tol",),), threshold="CI within k-1 +- {d_exponent_tol:g} (claims.d_exponent_tol), "
+        thresholds=(("d_exponent_tol",),),
+        threshold="CI within k-1 +- {d_exponent_tol:g} (claims.d_exponent_tol), "
                                                      "two-sided",
         controls=("d_fixed",), rows=d_scaling_rows, reference=REF),
     "lower": ClaimSpec(
-        key="lower", claim="lower bound from a good start: the mixing time is at least a constant times n (lam d)^(k-1)",
-        criterion="the first time P_t(A) - pi(A) <= 1/4 + 2 SE (conservatively early), over n (lam d)^(k-1), is "
-                  ">= lower_min at every n: a lower bound on the time to d_TV <= 1/4 from that good start",
+        key="lower",
+        claim="lower bound from a good start: the mixing time is at least a constant times n (lam d)^(k-1)",
+        criterion="the first time P_t(A) - pi(A) <= 1/4 + 2 SE (conservatively early), over n (lam d)^(k-1), "
+                  "is >= lower_min at every n: a lower bound on the time to d_TV <= 1/4 from that good start",
         thresholds=(("lower_min",),), threshold="ratio >= {lower_min:g} at every n (claims.lower_min)",
         controls=("stationary_start",), rows=lower_rows, reference=REF),
     "tail": ClaimSpec(
-        key="tail", claim="past the mixing time the distance to equilibrium decays exponentially: P(T_meet > t) does",
-        criterion="empirical P(T > 2m) and P(T > 3m) within their 95% bounds of {b2} and {b3}, and every replica met",
+        key="tail",
+        claim="past the mixing time the distance to equilibrium decays exponentially: P(T_meet > t) does",
+        criterion="empirical P(T > 2m) and P(T > 3m) within their 95% bounds of {b2} and {b3}, and every "
+                  "replica met",
         thresholds=(("tail_bounds",), ("tail_z",)), threshold="{b2} and {b3} + {tail_z:g} binomial SE",
         controls=("uncoupled",), rows=tail_rows, reference=REF),
     "good_set": ClaimSpec(
         key="good_set", claim="the chain stays in the good set for a long time, and longer as n grows",
-        criterion="the median first exit time in relaxation times (censored at the horizon) rises with n at every step",
+        criterion="the median first exit time in relaxation times (censored at the horizon) rises with n at "
+                  "every step",
         threshold="strict rise at every step of n", wrong_models=("jsq2",), rows=good_set_rows,
         reference=REF + "; docs/models.md#good-set"),
 }
@@ -320,6 +343,6 @@ def _exit_verdict(m: MeetingTimes, clock: MeetingTimes) -> tuple[bool, str]:
     med = np.array([np.median(t) for t in m.T]) / tau  # inf when more than half never left
     big = np.where(np.isinf(med), np.finfo(float).max, med)
     ok = bool(np.all(np.diff(big) > 0))
-    parts = [f"n={int(n)}: median {'never' if np.isinf(x) else f'{x:.3g} τ'} ({100 * np.mean(np.isinf(t)):.0f}% "
-             f"never leave)" for n, x, t in zip(m.n, med, m.T)]
+    parts = [f"n={int(n)}: median {'never' if np.isinf(x) else f'{x:.3g} τ'} "
+             f"({100 * np.mean(np.isinf(t)):.0f}% never leave)" for n, x, t in zip(m.n, med, m.T)]
     return ok, "; ".join(parts)

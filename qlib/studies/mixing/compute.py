@@ -4,8 +4,9 @@ runs, :func:`run` (every number of notebook 02 and its claim rows) and the slide
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -15,12 +16,18 @@ from qlib.config import scale
 from qlib.studies import ArrayResult, check_mode
 from qlib.studies.mixing.parameters import PARAMETERS, PointTuple, family_point, reference_time
 from qlib.studies.wrong_models import point_of
-from qlib.supermarket import (counts_all_at, initial_counts, l1_distance, meeting_times,
-                              meeting_times_many, simulate_many)
-from qlib.supermarket.refined import relaxation_time
+from qlib.supermarket import (
+    counts_all_at,
+    initial_counts,
+    l1_distance,
+    meeting_times,
+    meeting_times_many,
+    simulate_many,
+)
 from qlib.supermarket.point import as_point
-from qlib.supermarket.theory import (fluid_fixed_point, predicted_max_length,
-                                     steps_per_time)
+from qlib.supermarket.refined import relaxation_time
+from qlib.supermarket.theory import fluid_fixed_point, predicted_max_length, steps_per_time
+
 
 def sample_seed(seed: int) -> int:
     """The seed of the stationary samples that a run with ``seed`` is compared with: its own
@@ -29,7 +36,8 @@ def sample_seed(seed: int) -> int:
 
 
 def stationary_samples(points: Sequence[PointTuple], *, replicas: int, seeds: Sequence[int],
-                       burn_taus: float = 20.0, clock: Sequence[PointTuple] | None = None) -> list[np.ndarray]:
+                       burn_taus: float = 20.0,
+                       clock: Sequence[PointTuple] | None = None) -> list[np.ndarray]:
     """One state per replica, (replicas, L+1) counts, from each point's chain after ``burn_taus``
     relaxation times from the fluid point (docs/models.md#relaxation-time): samples of the
     stationary law, independent of the other runs (their own seeds). ``clock``: the points whose
@@ -41,13 +49,14 @@ def stationary_samples(points: Sequence[PointTuple], *, replicas: int, seeds: Se
     return [r.counts for r in res]
 
 
-def good_start_times(points: Sequence[PointTuple], *, replicas: int, seeds: Sequence[int], max_steps: Sequence[int],
+def good_start_times(points: Sequence[PointTuple], *, replicas: int, seeds: Sequence[int],
+                     max_steps: Sequence[int],
                      burn_taus: float = 20.0, clock: Sequence[PointTuple] | None = None) -> list[np.ndarray]:
     """Meeting times (replicas,) of the chain from the fluid point (a good start) with a chain
     from a stationary sample, driven by the same draws; inf = not met within ``max_steps``.
     P(T > t) bounds the total-variation distance from the fluid start at step t."""
-    y = stationary_samples(points, replicas=replicas, seeds=[sample_seed(s) for s in seeds], burn_taus=burn_taus,
-                           clock=clock)
+    y = stationary_samples(points, replicas=replicas, seeds=[sample_seed(s) for s in seeds],
+                           burn_taus=burn_taus, clock=clock)
     x = [initial_counts(n, d, lam, "fluid") for n, d, lam in points]
     return meeting_times_many(list(points), replicas=replicas, top_length=0, max_steps=list(max_steps),
                               seeds=list(seeds), bottom=x, top=[{"counts": c} for c in y], ordered=False,
@@ -63,26 +72,29 @@ def top_start_times(points: Sequence[PointTuple], *, replicas: int, seeds: Seque
                               seeds=list(seeds), progress=False)
 
 
-def uncoupled_times(points: Sequence[PointTuple], *, replicas: int, seeds: Sequence[int], max_steps: Sequence[int],
+def uncoupled_times(points: Sequence[PointTuple], *, replicas: int, seeds: Sequence[int],
+                    max_steps: Sequence[int],
                     frames: int = 2000, burn_taus: float = 20.0, clock: Sequence[PointTuple] | None = None
                     ) -> list[np.ndarray]:
     """The good-start protocol with the coupling removed: the chain from the fluid point and the
     chain from a stationary sample use independent random numbers (other seeds). "Met" = the
     first recorded frame (every max_steps/frames steps) at which all counts agree; inf if none."""
-    y = stationary_samples(points, replicas=replicas, seeds=[sample_seed(s) for s in seeds], burn_taus=burn_taus,
-                           clock=clock)
+    y = stationary_samples(points, replicas=replicas, seeds=[sample_seed(s) for s in seeds],
+                           burn_taus=burn_taus, clock=clock)
     every = [max(1, m // frames) for m in max_steps]
     a = simulate_many(list(points), steps=[e * frames for e in every], replicas=replicas, seeds=list(seeds),
-                      initial="fluid", record_every=every[0], progress=False) if len(set(every)) == 1 else None
+                      initial="fluid", record_every=every[0],
+                      progress=False) if len(set(every)) == 1 else None
     out = []
     for j, (pt, e) in enumerate(zip(points, every)):
-        ra = a[j] if a is not None else simulate_many([pt], steps=e * frames, replicas=replicas, seeds=[seeds[j]],
-                                                      initial="fluid", record_every=e, progress=False)[0]
+        ra = a[j] if a is not None else simulate_many([pt], steps=e * frames, replicas=replicas,
+                                                      seeds=[seeds[j]], initial="fluid", record_every=e,
+                                                      progress=False)[0]
         rb = simulate_many([pt], steps=e * frames, replicas=replicas,
                            seeds=[named_seed("mixing", "uncoupled chain", seeds[j])],
                            initial=[{"counts": y[j]}], record_every=e, progress=False)[0]
         L = max(ra.trajectory.shape[2], rb.trajectory.shape[2])
-        pad = lambda t: np.pad(t, ((0, 0), (0, 0), (0, L - t.shape[2])))  # noqa: E731
+        pad = lambda t, L=L: np.pad(t, ((0, 0), (0, 0), (0, L - t.shape[2])))  # noqa: E731
         eq = np.all(pad(ra.trajectory) == pad(rb.trajectory), axis=2)  # (replicas, frames)
         out.append(np.where(eq.any(axis=1), (np.argmax(eq, axis=1) + 1) * e, np.inf).astype(float))
     return out
@@ -105,7 +117,8 @@ def event_crossing(n: int, d: int, lam: float, *, replicas: int, seed: int, hori
     if already drawn (``stationary_samples`` with seed ``sample_seed(seed)``: both starts use the same)."""
     tau_steps = relaxation_time(d, lam) * steps_per_time(n, lam)
     every = max(1, int(horizon_taus * tau_steps / frames))
-    y = stationary_samples([(n, d, lam)], replicas=replicas, seeds=[sample_seed(seed)], burn_taus=burn_taus)[0] \
+    y = stationary_samples([(n, d, lam)], replicas=replicas, seeds=[sample_seed(seed)],
+                           burn_taus=burn_taus)[0] \
         if samples is None else samples
     N = y[:, 1:].sum(axis=1)
     med = float(np.median(N))
@@ -126,7 +139,8 @@ def event_crossing(n: int, d: int, lam: float, *, replicas: int, seed: int, hori
 
 
 def good_set_exits(points: Sequence[PointTuple], *, eps: float, horizon_taus: float, replicas: int,
-                   seeds: Sequence[int], frames: int = 500, reference_d: int | None = None) -> list[np.ndarray]:
+                   seeds: Sequence[int], frames: int = 500,
+                   reference_d: int | None = None) -> list[np.ndarray]:
     """First exit time (steps; inf if none within ``horizon_taus`` tau) from the good set
     N^eps = {max_i |u_i/n - s*_i| <= eps} of chains started at the fluid point, recorded every
     horizon/frames steps; s* is the fluid fixed point of d = ``reference_d`` (default: the
@@ -217,13 +231,15 @@ class MixingResult:
 def _pack(points: Sequence[PointTuple], T: list[np.ndarray], cap: Sequence[float]) -> dict[str, np.ndarray]:
     return {"n": np.array([p[0] for p in points]), "d": np.array([p[1] for p in points]),
             "lam": np.array([p[2] for p in points]),
-            "k": np.array([predicted_max_length(d, lam) if d > 1 else 0 for _, d, lam in points], dtype=float),
+            "k": np.array([predicted_max_length(d, lam) if d > 1 else 0 for _, d, lam in points],
+                          dtype=float),
             "T": np.stack(T), "cap": np.asarray(cap, dtype=float)}
 
 
 # --------------------------------------------------------------------------- the study
 
-def _times(ctx: dict, name: str, points, cap, fn, sd, reps: int | None = None, clock=None, **kw) -> MeetingTimes:
+def _times(ctx: dict, name: str, points, cap, fn, sd, reps: int | None = None, clock=None,
+           **kw) -> MeetingTimes:
     """Cached meeting times (one cache entry per point) of ``fn`` at ``points`` with caps ``cap`` and
     seeds ``sd``; ``clock`` the points whose relaxation times size the runs (default: their own)."""
     reps = ctx["R"] if reps is None else reps
@@ -259,7 +275,8 @@ def _family_sets(ctx: dict) -> dict:
     near ones at the three smallest n."""
     P, k_scale, burn_taus = ctx["P"], ctx["k_scale"], ctx["burn_taus"]
     fam = P["family"]
-    fns = list(fam["ns"]) + (list(fam["scaled_ns"]) if ctx["mode"] == "full" and scale() >= fam["scaled_from"] else [])
+    fns = list(fam["ns"]) + (list(fam["scaled_ns"]) if ctx["mode"] == "full" and scale() >= fam["scaled_from"]
+                             else [])
     pts = [family_point(n, fam["alpha"], fam["beta"]) for n in fns]
     seeds = [named_seed(P["stream"], "family", n) for n, _, _ in pts]
     # generous first caps: 40 x the upper bound's scale; every set below records its cap
@@ -267,8 +284,8 @@ def _family_sets(ctx: dict) -> dict:
     good = _times(ctx, "02_good", pts, cap0, good_start_times, seeds, burn_taus=burn_taus)
     top = _times(ctx, "02_top", pts, cap0, top_start_times, seeds)
     # counterfactual caps: cap x the largest JSQ(d) time at the point (inf if never met there)
-    cf_cap = [max(1, int(ctx["capf"] * np.nanmax(np.where(np.isfinite(np.concatenate([g, t])), np.concatenate([g, t]),
-                                                          np.nan))))
+    cf_cap = [max(1, int(ctx["capf"] * np.nanmax(np.where(np.isfinite(np.concatenate([g, t])),
+                                                          np.concatenate([g, t]), np.nan))))
               for g, t in zip(good.T, top.T)]
     # JSQ(2) (power of two), not JSQ(1): with one choice near lam = 1 the queues are ~1/(1-lam)
     # long, so the count chain would carry thousands of levels
@@ -279,11 +296,11 @@ def _family_sets(ctx: dict) -> dict:
     jsq2 = [point_of("jsq2", p) for p in cpts]
     Rc = P["counterfactual_replicas"]
     return dict(good=good, top=top,
-                good_jsq2=_times(ctx, "02_good_jsq2", jsq2, ccap, good_start_times, cseeds, reps=Rc, clock=cpts,
-                                 burn_taus=burn_taus),
+                good_jsq2=_times(ctx, "02_good_jsq2", jsq2, ccap, good_start_times, cseeds, reps=Rc,
+                                 clock=cpts, burn_taus=burn_taus),
                 top_jsq2=_times(ctx, "02_top_jsq2", jsq2, ccap, top_start_times, cseeds, reps=Rc),
-                uncoupled=_times(ctx, "02_uncoupled", cpts, ccap, uncoupled_times, cseeds, reps=Rc, clock=cpts,
-                                 burn_taus=burn_taus),
+                uncoupled=_times(ctx, "02_uncoupled", cpts, ccap, uncoupled_times, cseeds, reps=Rc,
+                                 clock=cpts, burn_taus=burn_taus),
                 good_near=_near(ctx, "good", cpts, ccap))
 
 
@@ -295,11 +312,12 @@ def _d_sets(ctx: dict) -> dict:
     dpts = [(ds["n"], d, lam_d) for d in ds["ds"]]
     dseeds = [named_seed(P["stream"], "d_sweep", d) for _, d, _ in dpts]
     dcap = [int(40 * reference_time(*p) * k_scale) for p in dpts]
-    d_sweep = _times(ctx, "02_d_sweep", dpts, dcap, good_start_times, dseeds, reps=ds["replicas"], burn_taus=burn_taus)
+    d_sweep = _times(ctx, "02_d_sweep", dpts, dcap, good_start_times, dseeds, reps=ds["replicas"],
+                     burn_taus=burn_taus)
     fixed = [(ds["n"], ds["ds"][0], lam_d)] * len(dpts)  # a model that ignores d: d held at its first value
     d_fixed = _times(ctx, "02_d_fixed", fixed, dcap, good_start_times,
-                     [named_seed(P["stream"], "d_fixed", d) for _, d, _ in dpts], reps=ds["replicas"], clock=dpts,
-                     burn_taus=burn_taus)
+                     [named_seed(P["stream"], "d_fixed", d) for _, d, _ in dpts], reps=ds["replicas"],
+                     clock=dpts, burn_taus=burn_taus)
     return dict(d_sweep=d_sweep, d_fixed=d_fixed)
 
 
@@ -335,13 +353,15 @@ def _lower_set(ctx: dict, name: str, lpts, tag: str) -> LowerBound:
                                    burn_taus=burn_taus)[0]
             g = event_crossing(n, d, lam, start="displaced", samples=y, **kw)
             s_ = event_crossing(n, d, lam, start="stationary", samples=y, **kw)
-            out.append({"n": np.array([n]), "d": np.array([d]), "lam": np.array([lam]), "times": g["times"][None],
+            out.append({"n": np.array([n]), "d": np.array([d]), "lam": np.array([lam]),
+                        "times": g["times"][None],
                         "p_good": g["p"][None], "p_stationary": s_["p"][None], "pi_A": np.array([g["pi_A"]]),
                         "crossing_good": np.array([g["crossing"]]),
                         "crossing_stationary": np.array([s_["crossing"]])})
         return out
 
-    got = cache.cached_points(name, [dict(lo, point=list(p), burn_taus=burn_taus, seeds="named") for p in lpts],
+    got = cache.cached_points(name,
+                              [dict(lo, point=list(p), burn_taus=burn_taus, seeds="named") for p in lpts],
                               lseeds, lower_compute, group=len(lpts))
     return LowerBound.from_arrays({k: np.concatenate([g[k] for g in got]) for k in got[0]})
 
@@ -375,12 +395,13 @@ def _positive_family_sets(ctx: dict) -> dict:
     pseeds = [named_seed(P["stream"], "family_pos", n) for n in fp["ns"]]
     pcap = [int(40 * reference_time(*p) * k_scale) for p in ppts]
     good_pos = _times(ctx, "02_good_pos", ppts, pcap, good_start_times, pseeds, burn_taus=burn_taus)
-    pcf = [max(1, int(ctx["capf"] * np.nanmax(np.where(np.isfinite(g), g, np.nan)))) if np.any(np.isfinite(g)) else c
+    pcf = [max(1, int(ctx["capf"] * np.nanmax(np.where(np.isfinite(g), g, np.nan)))) if np.any(np.isfinite(g))
+           else c
            for g, c in zip(good_pos.T, pcap)]
     pm3 = min(3, len(ppts))
     good_pos_jsq2 = _times(ctx, "02_good_pos_jsq2", [point_of("jsq2", p) for p in ppts[:pm3]], pcf[:pm3],
-                           good_start_times, pseeds[:pm3], reps=P["counterfactual_replicas"], clock=ppts[:pm3],
-                           burn_taus=burn_taus)
+                           good_start_times, pseeds[:pm3], reps=P["counterfactual_replicas"],
+                           clock=ppts[:pm3], burn_taus=burn_taus)
     exits_pos, exits_pos_jsq2 = _exit_sets(ctx, "02_exits_pos", [family_point(n, fp["alpha"], fp["beta"])
                                                                 for n in fp["good_set_ns"]], "good_set_pos")
     return dict(good_pos=good_pos, good_pos_jsq2=good_pos_jsq2,
@@ -407,7 +428,8 @@ def run(mode: str = "full", *, progress: bool = True) -> MixingResult:
                R=P["family"]["replicas"])
     sets = {**_family_sets(ctx), **_d_sets(ctx), **_tail_sets(ctx)}
     fam = P["family"]
-    lower = _lower_set(ctx, "02_lower", [family_point(n, fam["alpha"], fam["beta"]) for n in P["lower"]["ns"]], "lower")
+    lower = _lower_set(ctx, "02_lower",
+                       [family_point(n, fam["alpha"], fam["beta"]) for n in P["lower"]["ns"]], "lower")
     exits, exits_jsq2 = _exit_sets(ctx, "02_exits", [family_point(n, fam["alpha"], fam["beta"])
                                                      for n in P["good_set"]["ns"]], "good_set")
     return MixingResult(mode=mode, parameters=P, lower=lower, exits=exits, exits_jsq2=exits_jsq2,

@@ -19,7 +19,8 @@ PointTuple = tuple[int, int, float]
 #: routing rule's mixing from conservation of customers); ``lower_min``: row 13's ratio; ``tail_bounds``,
 #: ``tail_z``: row 14's bounds on P(T > 2m), P(T > 3m) and the binomial SEs they allow.
 CLAIM_THRESHOLDS = dict(growth=0.1, d_exponent_tol=0.3, drain_finding=0.1, lower_min=0.2,
-                        # row 14: P(T > 2m) <= 1/4 and P(T > 3m) <= 1/8 at the median m, each plus z binomial SE
+                        # row 14: P(T > 2m) <= 1/4 and P(T > 3m) <= 1/8 at the median m, each plus z
+                        # binomial SE
                         tail_bounds=(0.25, 0.125), tail_z=1.96)
 
 #: Every parameter of the study, per mode. Run lengths are in relaxation times tau (model
@@ -32,13 +33,15 @@ PARAMETERS: dict[str, dict[str, Any]] = {
         "tail": dict(n=300, replicas=64),
         "good_set": dict(ns=[100, 300, 1000], eps=0.2, horizon_taus=20.0, replicas=8),
         # rows 10, 13, 15 again on a family with gamma = 1 - 2 alpha + beta > 0 (docs/models.md#hypotheses)
-        "family_pos": dict(alpha=0.5, beta=0.4, ns=[100, 300, 1000], lower_ns=[100, 300], good_set_ns=[100, 300, 1000]),
+        "family_pos": dict(alpha=0.5, beta=0.4, ns=[100, 300, 1000], lower_ns=[100, 300],
+                           good_set_ns=[100, 300, 1000]),
         "claims": CLAIM_THRESHOLDS,
         "near": ["d-1"],
         "burn_taus": 20.0, "cap": 2.0, "counterfactual_replicas": 4, "stream": "mixing/smoke",
     },
     "full": {
-        # n = 1e4 from --scale 2 (its good and bad starts cost ~1e9 replica-steps: room for the families study)
+        # n = 1e4 from --scale 2 (its good and bad starts cost ~1e9 replica-steps: room for the families
+        # study)
         "family": dict(alpha=0.75, beta=0.5, ns=[100, 300, 1000, 3000], replicas=16, scaled_ns=[10_000],
                        scaled_from=2.0),
         "d_sweep": dict(n=3000, one_minus_lam=1e-3, ds=[100, 141, 200, 283], replicas=16),

@@ -7,10 +7,11 @@ import numpy as np
 
 from qlib import stats
 from qlib.studies.mixing.claims import _met, claim_rows_by_key, tau_d_exponent
-from qlib.studies.mixing.parameters import lower_time, reference_time
 from qlib.studies.mixing.compute import MixingResult
+from qlib.studies.mixing.parameters import lower_time, reference_time
 from qlib.supermarket.refined import relaxation_time
 from qlib.supermarket.theory import steps_per_time
+
 
 def findings_markdown(result: MixingResult) -> str:
     """Notebook 02's "what the figures show", rendered from the result (no number typed by hand)."""
@@ -24,18 +25,21 @@ def findings_markdown(result: MixingResult) -> str:
         r = np.where(np.isfinite(m.T), m.T, np.nan).mean(axis=1) / ref
         return r
 
-    for row, m, key in ((by["good_start"][0], result.good, "family"), (by["good_start"][1], result.good_pos, "family_pos")):
+    for row, m, key in ((by["good_start"][0], result.good, "family"),
+                        (by["good_start"][1], result.good_pos, "family_pos")):
         r = ratios(m)
         fam = P[key]
-        out.append(f"- **Upper bound from good starts** along λ = 1 − n^−{fam['alpha']:g}, d = ⌊n^{fam['beta']:g}⌋ "
-                   f"(n = {int(m.n[0])} to {int(m.n[-1])}): T_meet/(k d^(k−1) n ln n) = "
-                   + ", ".join(f"{x:.2f}" for x in r) + f"; {row.measured.split('; ')[-1]}: **{row.verdict}** "
-                   f"(threshold {C['growth']:g}). The wrong models: "
-                   + "; ".join(f"{c.model}: {'PASS (!)' if c.passed else 'FAIL'}" for c in row.counterfactuals) + ".")
+        out.append(f"- **Upper bound from good starts** along λ = 1 − n^−{fam['alpha']:g}, d = "
+                   f"⌊n^{fam['beta']:g}⌋ (n = {int(m.n[0])} to {int(m.n[-1])}): T_meet/(k d^(k−1) n ln n) = "
+                   + ", ".join(f"{x:.2f}" for x in r)
+                   + f"; {row.measured.split('; ')[-1]}: **{row.verdict}** (threshold {C['growth']:g}). The "
+                     "wrong models: "
+                   + "; ".join(f"{c.model}: {'PASS (!)' if c.passed else 'FAIL'}"
+                               for c in row.counterfactuals) + ".")
     bad = by["bad_start"][0]
     out.append(f"- **Bad starts.** {bad.measured}. The drain term: {bad.theory.split('; ', 1)[1]}. Verdict: "
-               f"**{bad.verdict}** (a finding wherever the drain term is at least {C['drain_finding']:g} of the bound: "
-               "a start with n excess customers needs about n/(1−λ) steps whatever the routing, "
+               f"**{bad.verdict}** (a finding wherever the drain term is at least {C['drain_finding']:g} of "
+               "the bound: a start with n excess customers needs about n/(1−λ) steps whatever the routing, "
                "`docs/models.md#bad-starts`).")
     dr = by["d_scaling"][0]
     ds = result.d_sweep
@@ -44,18 +48,22 @@ def findings_markdown(result: MixingResult) -> str:
     kk = int(ds.k[0])
     if fit is not None:
         inside_tau = fit.ci[0] <= td <= fit.ci[1]
-        expl = (f"The fluid relaxation time's own exponent in d over this window is {td:.2f}: the measured CI "
+        expl = (f"The fluid relaxation time's own exponent in d over this window is {td:.2f}: "
+                "the measured CI "
                 + ("contains it, so the linearised dynamics account for an exponent below k − 1 here"
-                   if inside_tau else "does not contain it, so the linearised relaxation time does not explain "
-                   "the measured exponent either"))
+                   if inside_tau
+                   else "does not contain it, so the linearised relaxation time does not explain the "
+                        "measured exponent either"))
         out.append(f"- **d^(k−1), not 1/(1−λ).** At fixed 1−λ = {P['d_sweep']['one_minus_lam']:g}, d = "
-                   + ", ".join(str(int(x)) for x in ds.d) + f": {dr.measured} against the claimed k − 1 = {kk - 1} "
-                   f"(two-sided band ±{C['d_exponent_tol']:g}): **{dr.verdict}**. {expl}. With d held fixed: "
+                   + ", ".join(str(int(x)) for x in ds.d)
+                   + f": {dr.measured} against the claimed k − 1 = {kk - 1} (two-sided band "
+                     f"±{C['d_exponent_tol']:g}): **{dr.verdict}**. {expl}. With d held fixed: "
                    f"{dr.counterfactuals[0].measured}.")
     for row in by["lower"]:
-        out.append(f"- **Lower bound** ({row.parameters.split(';')[0]}): the first time P_t(A) − π(A) ≤ 1/4 over "
-                   f"n(λd)^(k−1) is {row.measured.replace('ratio ', '')} (threshold {C['lower_min']:g}): "
-                   f"**{row.verdict}**; from stationary samples: {row.counterfactuals[0].measured}.")
+        out.append(f"- **Lower bound** ({row.parameters.split(';')[0]}): the first time P_t(A) − π(A) ≤ 1/4 "
+                   f"over n(λd)^(k−1) is {row.measured.replace('ratio ', '')} (threshold "
+                   f"{C['lower_min']:g}): **{row.verdict}**; from stationary samples: "
+                   f"{row.counterfactuals[0].measured}.")
     tl = by["tail"][0]
     out.append(f"- **Exponential decay.** {tl.measured}: **{tl.verdict}**.")
     for row in by["good_set"]:
@@ -64,8 +72,8 @@ def findings_markdown(result: MixingResult) -> str:
 
 
 #: the columns of :func:`summary` (NaN where a set does not have the number)
-SUMMARY_COLUMNS = ("set", "n", "d", "one_minus_lam", "replicas", "met", "T_mean", "T_over_upper", "crossing_good",
-                   "crossing_stationary", "crossing_over_lower", "exit_median_taus")
+SUMMARY_COLUMNS = ("set", "n", "d", "one_minus_lam", "replicas", "met", "T_mean", "T_over_upper",
+                   "crossing_good", "crossing_stationary", "crossing_over_lower", "exit_median_taus")
 
 
 def summary(result: MixingResult):
@@ -92,13 +100,14 @@ def summary(result: MixingResult):
             T = m.T[j]
             ok = np.isfinite(T)
             mean = float(T[ok].mean()) if ok.any() else float("nan")
-            out.append(dict(set=name, n=n, d=d, one_minus_lam=1 - lam, replicas=int(T.size), met=float(ok.mean()),
-                            T_mean=mean, T_over_upper=mean / reference_time(n, d, lam)))
+            out.append(dict(set=name, n=n, d=d, one_minus_lam=1 - lam, replicas=int(T.size),
+                            met=float(ok.mean()), T_mean=mean, T_over_upper=mean / reference_time(n, d, lam)))
     for name in ("lower", "lower_pos"):
         lo = getattr(result, name)
         for j in range(lo.n.size):
             n, d, lam = int(lo.n[j]), int(lo.d[j]), float(lo.lam[j])
-            out.append(dict(set=name, n=n, d=d, one_minus_lam=1 - lam, crossing_good=float(lo.crossing_good[j]),
+            out.append(dict(set=name, n=n, d=d, one_minus_lam=1 - lam,
+                            crossing_good=float(lo.crossing_good[j]),
                             crossing_stationary=float(lo.crossing_stationary[j]),
                             crossing_over_lower=float(lo.crossing_good[j]) / lower_time(n, d, lam)))
     for name in ("exits", "exits_pos"):

@@ -27,14 +27,31 @@ The study's shape (see :mod:`qlib.studies`): :data:`PARAMETERS` and :func:`run` 
 (``prose``); figures in :mod:`qlib.plots.who_works_the_most`.
 """
 
-from qlib.studies.who_works_the_most.compute import (CLAIM_THRESHOLDS, FAMILIES, INFORMED_MAX_N, PARAMETERS, ClaimsGrid,
-                                                 Profile, SimulatedCase, WhoWorksTheMostResult, chain_relaxation_time,
-                                                 claims_grid, family_rates, gamma_key, geometric_rates, profile,
-                                                 routed_stationary, run, simulate_profile, swap_residual)
 from qlib.studies.who_works_the_most.claims import CLAIMS, WRONG_RULES, claim_rows
+from qlib.studies.who_works_the_most.compute import (
+    CLAIM_THRESHOLDS,
+    FAMILIES,
+    INFORMED_MAX_N,
+    PARAMETERS,
+    ClaimsGrid,
+    Profile,
+    SimulatedCase,
+    WhoWorksTheMostResult,
+    chain_relaxation_time,
+    claims_grid,
+    family_rates,
+    gamma_key,
+    geometric_rates,
+    profile,
+    routed_stationary,
+    run,
+    simulate_profile,
+    swap_residual,
+)
 from qlib.studies.who_works_the_most.prose import SUMMARY_COLUMNS, findings_markdown, summary
 
-__all__ = ["PARAMETERS", "CLAIMS", "CLAIM_THRESHOLDS", "WRONG_RULES", "FAMILIES", "INFORMED_MAX_N", "ClaimsGrid",
-           "Profile", "SimulatedCase", "WhoWorksTheMostResult", "chain_relaxation_time", "claims_grid",
-           "family_rates", "gamma_key", "geometric_rates", "profile", "routed_stationary", "run",
-           "simulate_profile", "swap_residual", "claim_rows", "findings_markdown", "summary", "SUMMARY_COLUMNS"]
+__all__ = ["PARAMETERS", "CLAIMS", "CLAIM_THRESHOLDS", "WRONG_RULES", "FAMILIES", "INFORMED_MAX_N",
+           "ClaimsGrid", "Profile", "SimulatedCase", "WhoWorksTheMostResult", "chain_relaxation_time",
+           "claims_grid", "family_rates", "gamma_key", "geometric_rates", "profile", "routed_stationary",
+           "run", "simulate_profile", "swap_residual", "claim_rows", "findings_markdown", "summary",
+           "SUMMARY_COLUMNS"]

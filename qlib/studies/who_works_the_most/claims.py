@@ -9,8 +9,15 @@ import numpy as np
 from qlib.claims import ClaimRow, ClaimSpec, Counterfactual
 from qlib.heterogeneous import SimulationResult
 from qlib.stats import replica_mean
-from qlib.studies.who_works_the_most.compute import (INFORMED_MAX_N, SimulatedCase, WhoWorksTheMostResult, gamma_key,
-                                                 geometric_rates, swap_residual)
+from qlib.studies.who_works_the_most.compute import (
+    INFORMED_MAX_N,
+    SimulatedCase,
+    WhoWorksTheMostResult,
+    gamma_key,
+    geometric_rates,
+    swap_residual,
+)
+
 
 def _adjacent(mus: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     o = np.argsort(-mus, kind="stable")
@@ -42,7 +49,8 @@ def _exact_margins(mus: np.ndarray, P: np.ndarray, claim: int) -> np.ndarray:
     return np.minimum(pos, 1.0 - pos)
 
 
-def _sim_verdict(r: SimulationResult, claim: int, exact: np.ndarray | None, z_max: float = 5.0) -> tuple[bool, str, float]:
+def _sim_verdict(r: SimulationResult, claim: int, exact: np.ndarray | None,
+                 z_max: float = 5.0) -> tuple[bool, str, float]:
     """Every adjacent pair's 95% CI above 0 (and, given ``exact``, within ``z_max`` SE of it)."""
     est = replica_mean(_sim_margins(r, claim))
     lo, _ = est.interval()
@@ -50,17 +58,18 @@ def _sim_verdict(r: SimulationResult, claim: int, exact: np.ndarray | None, z_ma
     if exact is not None:
         ok = ok and bool(np.all(np.abs(est.mean - exact) < z_max * est.stderr))
     worst = int(np.argmin(lo))
-    return ok, f"{int(np.sum(lo <= 0))} of {lo.size} pairs with CI not above 0 (worst {est.mean[worst]:.4f} ± " \
-               f"{est.halfwidth()[worst]:.4f})", float(lo.min())
+    return ok, (f"{int(np.sum(lo <= 0))} of {lo.size} pairs with CI not above 0 "
+                f"(worst {est.mean[worst]:.4f} ± {est.halfwidth()[worst]:.4f})"), float(lo.min())
 
 
 #: The wrong routing rules (policies of :func:`qlib.heterogeneous.simulate`) a row runs, by key.
-WRONG_RULES = {"fastest": "informed customers (fastest idle server) in place of a uniformly random idle server",
+WRONG_RULES = {"fastest": "informed customers (fastest idle server) in place of a uniformly random idle "
+                          "server",
                "slowest": "slowest idle server first in place of a uniformly random idle server",
                "mu_power": "routing proportional to mu^gamma (near: the gammas of PARAMETERS[mode]['sims'])",
                "proportional": "routing proportional to mu (exact solve)"}
-_GRID = (" — evaluation of the closed form over a grid (checks the numerics, not the claim: every product form "
-         "whose weights depend only on |S| has these signs)")
+_GRID = (" — evaluation of the closed form over a grid (checks the numerics, not the claim: every product "
+         "form whose weights depend only on |S| has these signs)")
 _C1 = "1. the faster server is busy less often: P_l < P_m (= the upper half of claim 3)"
 _C2 = "2. yet it does more work: mu_l P_l > mu_m P_m (= the lower half of claim 3, (mu_m/mu_l) P_m < P_l)"
 _SIM = "at every load, every adjacent pair: 95% CI over replicas above 0 and |sim - exact| < {z_max:g} SE"
@@ -85,13 +94,15 @@ CLAIMS: dict[str, ClaimSpec] = {
                            wrong_models=("fastest", "mu_power"), reference=_REF),
     "more_work": ClaimSpec("more_work", _C2 + " (simulation)", _SIM, thresholds=(("z_max",),),
                            wrong_models=("slowest", "mu_power"), reference=_REF),
-    "same_law": ClaimSpec("same_law", "longest-idle-first routing has the same P_j as uniform routing (Doroudi & "
+    "same_law": ClaimSpec("same_law",
+                          "longest-idle-first routing has the same P_j as uniform routing (Doroudi & "
                           "Gopalakrishnan)", "at every load, every server |sim - exact| < {z_max:g} SE",
                           thresholds=(("z_max",),), wrong_models=("fastest",),
-                          reference="Doroudi & Gopalakrishnan, Operations Research 64(4) 2016 (arXiv:1402.3606); "
-                                    "docs/models.md#longest-idle"),
+                          reference="Doroudi & Gopalakrishnan, Operations Research 64(4) 2016 "
+                                    "(arXiv:1402.3606); docs/models.md#longest-idle"),
     "throughput": ClaimSpec("throughput", "identity: sum_j mu_j P_j = lam (flow balance, any routing rule)",
-                            "|sim - lam| < {z_max:g} SE at every load", thresholds=(("z_max",),), reference=_IDS),
+                            "|sim - lam| < {z_max:g} SE at every load", thresholds=(("z_max",),),
+                            reference=_IDS),
     "symmetric_routing": ClaimSpec(
         "symmetric_routing", "identity of symmetric routing: mu_l P(l busy, m idle) = mu_m P(m busy, l idle) "
         "(behind claims 1-3)", "residual < {residual}; routing proportional to mu must exceed it",
@@ -130,7 +141,8 @@ def _sim_row(result: WhoWorksTheMostResult, group: list, claim: int, par: str, t
     spec = CLAIMS[_BY_CLAIM[claim][1]]
     P = result.parameters
     z_max = spec.values(P)["z_max"]
-    verdicts = [_sim_verdict(c.runs["random"], claim, _exact_margins(c.mus, c.exact, claim), z_max) for c in group]
+    verdicts = [_sim_verdict(c.runs["random"], claim, _exact_margins(c.mus, c.exact, claim), z_max)
+                for c in group]
     rule = spec.wrong_models[0]
     wrong = [_sim_verdict(c.runs[rule], claim, None) for c in group]
     return ClaimRow(
@@ -160,14 +172,15 @@ def _throughput_row(result: WhoWorksTheMostResult, group: list, par: str, taus: 
         parts.append(f"rho={c.rho:g}: {float(est.mean):.4f} ± {float(est.halfwidth()):.4f} (lam {c.lam:.4f})")
     return ClaimRow(
         claim=spec.claim, parameters=par, theory="sum of throughputs = lam", measured="; ".join(parts),
-        passed=bool(max(zs) < z_max), criterion=spec.criterion_text(result.parameters), kind="identity", taus=taus,
-        start="empty", reference=spec.reference)
+        passed=bool(max(zs) < z_max), criterion=spec.criterion_text(result.parameters), kind="identity",
+        taus=taus, start="empty", reference=spec.reference)
 
 
 def _group_par(group: list) -> str:
     c0 = group[0]
-    return (f"n = {c0.n} servers, mu geometric {c0.spread:g}..1, rho = {', '.join(f'{c.rho:g}' for c in group)}; "
-            f"{c0.runs['random'].replicas} replicas x {c0.runs['random'].steps:.0e} steps each; tau = "
+    return (f"n = {c0.n} servers, mu geometric {c0.spread:g}..1, rho = "
+            f"{', '.join(f'{c.rho:g}' for c in group)}; {c0.runs['random'].replicas} replicas x "
+            f"{c0.runs['random'].steps:.0e} steps each; tau = "
             + ", ".join(f"{c.relaxation_time:.3g}" for c in group)
             + f" ({'exact spectral gap' if c0.exact_tau else 'estimate max(1/queue gap, 1/min mu)'})")
 
@@ -177,9 +190,10 @@ def claim_rows(result: WhoWorksTheMostResult) -> list[ClaimRow]:
     identities; every claim row with the same criterion on a wrong routing rule."""
     g = result.grid
     G = result.parameters["grid"]
-    grid_par = (f"n = {min(G['ns'])}..{max(G['ns'])} servers, loads {min(G['loads'])}..{max(G['loads'])}, rates: "
-                f"geometric {G['spread']:g}..1, nearly equal (adjacent gap {G['gap']:g}), one fast ({G['spread']:g}) "
-                f"among nearly equal slow; {g.n.size} points, {int(g.pairs.sum())} adjacent pairs")
+    grid_par = (f"n = {min(G['ns'])}..{max(G['ns'])} servers, loads {min(G['loads'])}..{max(G['loads'])}, "
+                f"rates: geometric {G['spread']:g}..1, nearly equal (adjacent gap {G['gap']:g}), one fast "
+                f"({G['spread']:g}) among nearly equal slow; {g.n.size} points, {int(g.pairs.sum())} "
+                "adjacent pairs")
     rows = [_grid_row(result, claim, grid_par) for claim in _BY_CLAIM]
     for n in sorted({c.n for c in result.cases}):
         group = [c for c in result.cases if c.n == n]
@@ -192,8 +206,8 @@ def claim_rows(result: WhoWorksTheMostResult) -> list[ClaimRow]:
     rows.append(_symmetric_routing_row(result))
     rows.append(ClaimRow(
         claim=spec.claim, parameters=grid_par, theory="0 residual",
-        measured=f"largest residual {float(g.identity_residual.max()):.1e} (P's from the O(n^2) product form, "
-                 "joint probabilities from deflation)",
+        measured=f"largest residual {float(g.identity_residual.max()):.1e} (P's from the O(n^2) product "
+                 "form, joint probabilities from deflation)",
         passed=bool(g.identity_residual.max() < res_max),
         criterion=spec.criterion_text(result.parameters, residual=_e(res_max)), kind="identity",
         reference=spec.reference))
@@ -219,7 +233,8 @@ def _near_counterfactuals(group: list, claim: int, z_max: float = 5.0) -> tuple:
         zs = [_near_z(c, key, claim) for c in group]
         out.append(Counterfactual(
             model=f"routing proportional to mu^{gm:g} (near: simulated the same way)",
-            measured="|sim - exact|/SE by load: " + ", ".join(f"rho={c.rho:g}: {z:.1f}" for c, z in zip(group, zs)),
+            measured="|sim - exact|/SE by load: "
+            + ", ".join(f"rho={c.rho:g}: {z:.1f}" for c, z in zip(group, zs)),
             passed=all(v[0] for v in vs), value=max(zs), near=True, se_distance=max(zs)))
     return tuple(out)
 
@@ -249,7 +264,8 @@ def _symmetric_routing_row(result: WhoWorksTheMostResult) -> ClaimRow:
         theory="0 residual for uniform routing",
         measured="largest |residual|: uniform " + ", ".join(f"{x:.1e}" for x in uni)
                  + "; routing proportional to mu (same solve): " + ", ".join(f"{x:.3f}" for x in prop),
-        passed=bool(max(uni) < res_max), criterion=spec.criterion_text(result.parameters, residual=_e(res_max)),
+        passed=bool(max(uni) < res_max),
+        criterion=spec.criterion_text(result.parameters, residual=_e(res_max)),
         kind="identity", reference=spec.reference,
         counterfactuals=(Counterfactual(model="routing proportional to mu", measured=f"{max(prop):.3f}",
                                         passed=bool(max(prop) < res_max), value=max(prop)),))
@@ -272,5 +288,6 @@ def _same_law_row(result: WhoWorksTheMostResult, group: list, par: str, taus: fl
         passed=bool(max(zl) < z_max), criterion=spec.criterion_text(result.parameters), kind="claim",
         taus=taus, start="empty", reference=spec.reference,
         counterfactuals=(Counterfactual(model=WRONG_RULES[spec.wrong_models[0]] + " (simulated the same way)",
-                                        measured="largest |sim - exact| / SE: " + ", ".join(f"{x:.1f}" for x in zf),
+                                        measured="largest |sim - exact| / SE: "
+                                        + ", ".join(f"{x:.1f}" for x in zf),
                                         passed=bool(max(zf) < z_max), value=max(zf)),))

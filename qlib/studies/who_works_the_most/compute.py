@@ -11,10 +11,19 @@ import numpy as np
 from qlib import _validate, cache
 from qlib._rng import named_seed
 from qlib.config import scale
-from qlib.heterogeneous import (SimulationResult, busy_probabilities, fastest_busy_probabilities,
-                                generator_solve, marginals_from_sets, mean_queue_length, pair_margins,
-                                queue_gap, relaxation_time,
-                                simulate, wait_probability)
+from qlib.heterogeneous import (
+    SimulationResult,
+    busy_probabilities,
+    fastest_busy_probabilities,
+    generator_solve,
+    marginals_from_sets,
+    mean_queue_length,
+    pair_margins,
+    queue_gap,
+    relaxation_time,
+    simulate,
+    wait_probability,
+)
 from qlib.studies import check_mode
 
 INFORMED_MAX_N = 10  # the informed rules have no product form: generator solve over 2^n busy sets
@@ -171,8 +180,10 @@ def claims_grid(ns, loads, *, spread: float = 10.0, gap: float = 1e-6) -> Claims
                 rows.append((f, n, rho, pm.pairs, int(np.sum(pm.busy_margin <= 0)),
                              int(np.sum(pm.effective_rate_margin <= 0)),
                              int(np.sum((pm.band_margin <= 0) | (pm.busy_margin <= 0))),
-                             float(np.min(pm.busy_margin / P[M])), float(np.min(pm.effective_rate_margin / (mus[L] * P[L]))),
-                             float(np.min(np.minimum(pm.band_margin, pm.busy_margin) / P[M])), float(resid.max())))
+                             float(np.min(pm.busy_margin / P[M])),
+                             float(np.min(pm.effective_rate_margin / (mus[L] * P[L]))),
+                             float(np.min(np.minimum(pm.band_margin, pm.busy_margin) / P[M])),
+                             float(resid.max())))
                 if n <= INFORMED_MAX_N:
                     for rule, policy in enumerate(("fastest", "slowest")):
                         sets, ps, _ = generator_solve(lam, mus, policy=policy)
@@ -180,11 +191,14 @@ def claims_grid(ns, loads, *, spread: float = 10.0, gap: float = 1e-6) -> Claims
                         inf.append((rule, f, n, rho, *_margins_from_P(mus, Pi)))
     a = np.array(rows, dtype=float)
     b = np.array(inf, dtype=float).reshape(-1, 8)
-    return ClaimsGrid(family=a[:, 0].astype(int), n=a[:, 1].astype(int), rho=a[:, 2], pairs=a[:, 3].astype(int),
-                      violations1=a[:, 4].astype(int), violations2=a[:, 5].astype(int), violations3=a[:, 6].astype(int),
+    return ClaimsGrid(family=a[:, 0].astype(int), n=a[:, 1].astype(int), rho=a[:, 2],
+                      pairs=a[:, 3].astype(int),
+                      violations1=a[:, 4].astype(int), violations2=a[:, 5].astype(int),
+                      violations3=a[:, 6].astype(int),
                       min_rel1=a[:, 7], min_rel2=a[:, 8], min_rel3=a[:, 9], identity_residual=a[:, 10],
                       informed_rule=b[:, 0].astype(int), informed_family=b[:, 1].astype(int),
-                      informed_n=b[:, 2].astype(int), informed_rho=b[:, 3], informed_pairs=b[:, 4].astype(int),
+                      informed_n=b[:, 2].astype(int), informed_rho=b[:, 3],
+                      informed_pairs=b[:, 4].astype(int),
                       informed_violations1=b[:, 5].astype(int), informed_violations2=b[:, 6].astype(int),
                       informed_violations3=b[:, 7].astype(int))
 
@@ -236,8 +250,8 @@ def _simulation(lam: float, mus: np.ndarray, *, steps: int, replicas: int, seed:
     params = dict(lam=float(lam), mus=[float(m) for m in mus], steps=int(steps), burn_in=burn_in,
                   replicas=int(replicas), policy=policy, routing_exponent=routing_exponent)
     arrays = cache.cached("03_simulation", params, seed,
-                          lambda: simulate(lam, mus, steps=steps, replicas=replicas, seed=seed, burn_in=burn_in,
-                                           policy=policy, routing_exponent=routing_exponent,
+                          lambda: simulate(lam, mus, steps=steps, replicas=replicas, seed=seed,
+                                           burn_in=burn_in, policy=policy, routing_exponent=routing_exponent,
                                            progress=progress).arrays())
     return SimulationResult.from_arrays(arrays)
 

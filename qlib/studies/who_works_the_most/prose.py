@@ -9,6 +9,7 @@ from qlib import _validate
 from qlib.studies.who_works_the_most.claims import _adjacent, _gammas, _near_z
 from qlib.studies.who_works_the_most.compute import FAMILIES, WhoWorksTheMostResult, gamma_key
 
+
 def findings_markdown(result: WhoWorksTheMostResult, section: str) -> str:
     """The notebook's findings as Markdown, rendered from ``result`` (no number typed by hand).
 
@@ -20,13 +21,13 @@ def findings_markdown(result: WhoWorksTheMostResult, section: str) -> str:
         v = [int(getattr(g, f"violations{c}").sum()) for c in (1, 2, 3)]
         i1, i2 = int(np.argmin(g.min_rel1)), int(np.argmin(g.min_rel2))
         where = lambda i: f"{FAMILIES[g.family[i]]} rates, n = {g.n[i]}, ρ = {g.rho[i]:g}"  # noqa: E731
-        return (f"Over {g.n.size} grid points and {int(g.pairs.sum())} adjacent pairs the margins of claims 1 "
-                f"and 2 have {v[0]} and {v[1]} violations (claim 3 is the two together: {v[2]} pairs outside "
-                f"the band). The smallest relative margins are {g.min_rel1[i1]:.1e} (claim 1; {where(i1)}) and "
-                f"{g.min_rel2[i2]:.1e} (claim 2; {where(i2)}), which is why they are computed from the "
-                "identities and not from differences of rounded $P_j$. This evaluates the closed form: it "
-                "checks the numerics, not the claim, since every product form whose weights depend only on "
-                "$|S|$ gives these signs; only the simulations below test the routing.")
+        return (f"Over {g.n.size} grid points and {int(g.pairs.sum())} adjacent pairs the margins of claims "
+                f"1 and 2 have {v[0]} and {v[1]} violations (claim 3 is the two together: {v[2]} pairs "
+                f"outside the band). The smallest relative margins are {g.min_rel1[i1]:.1e} (claim 1; "
+                f"{where(i1)}) and {g.min_rel2[i2]:.1e} (claim 2; {where(i2)}), which is why they are "
+                "computed from the identities and not from differences of rounded $P_j$. This evaluates the "
+                "closed form: it checks the numerics, not the claim, since every product form whose weights "
+                "depend only on $|S|$ gives these signs; only the simulations below test the routing.")
     if section == "informed":
         lines = []
         for p in result.profiles:
@@ -34,20 +35,21 @@ def findings_markdown(result: WhoWorksTheMostResult, section: str) -> str:
                 continue
             L, M = _adjacent(p.mus)
             broken = int(np.sum(p.informed_busy[M] - p.informed_busy[L] <= 0))
-            lines.append(f"- ρ = {p.rho:g}: busiest server under informed routing {int(np.argmax(p.informed_busy)) + 1}, "
-                         f"under uniform routing {int(np.argmax(p.busy)) + 1} (server 1 is the fastest); informed "
-                         f"routing breaks claim 1 for {broken} of {L.size} adjacent pairs "
-                         f"(P_1 = {p.informed_busy[0]:.3f}, smallest P_j = {p.informed_busy.min():.3f}, "
-                         f"largest {p.informed_busy.max():.3f}).")
+            lines.append(f"- ρ = {p.rho:g}: busiest server under informed routing "
+                         f"{int(np.argmax(p.informed_busy)) + 1}, under uniform routing "
+                         f"{int(np.argmax(p.busy)) + 1} (server 1 is the fastest); informed routing breaks "
+                         f"claim 1 for {broken} of {L.size} adjacent pairs (P_1 = {p.informed_busy[0]:.3f}, "
+                         f"smallest P_j = {p.informed_busy.min():.3f}, largest {p.informed_busy.max():.3f}).")
         return "\n".join(lines)
-    rows = ["| servers | load | " + " | ".join(f"μ^{gm:g}: claim 1, claim 2" for gm in _gammas(result.cases)) + " |",
-            "|---|---|" + "---|" * len(_gammas(result.cases))]
+    rows = ["| servers | load | " + " | ".join(f"μ^{gm:g}: claim 1, claim 2" for gm in _gammas(result.cases))
+            + " |", "|---|---|" + "---|" * len(_gammas(result.cases))]
     for c in result.cases:
-        cells = [f"{_near_z(c, gamma_key(gm), 1):.1f}, {_near_z(c, gamma_key(gm), 2):.1f}" for gm in _gammas(result.cases)]
+        cells = [f"{_near_z(c, gamma_key(gm), 1):.1f}, {_near_z(c, gamma_key(gm), 2):.1f}"
+                 for gm in _gammas(result.cases)]
         rows.append(f"| {c.n} | {c.rho:g} | " + " | ".join(cells) + " |")
     return ("Largest |sim − exact| / SE of the adjacent-pair margins when arrivals pick idle server j with "
-            "probability ∝ μ_j^γ (the same runs, criterion and replicas as uniform routing; 5 SE tells a rule "
-            "apart):\n\n" + "\n".join(rows))
+            "probability ∝ μ_j^γ (the same runs, criterion and replicas as uniform routing; 5 SE tells a "
+            "rule apart):\n\n" + "\n".join(rows))
 
 
 #: the columns of :func:`summary`
@@ -72,8 +74,8 @@ def summary(result: WhoWorksTheMostResult):
     for p in result.profiles:
         ib = p.informed_busy
         for j in range(p.n):
-            out.append(dict(rho=p.rho, server=j + 1, mu=float(p.mus[j]), busy=float(p.busy[j]), work=float(p.work[j]),
-                            informed_busy=float("nan") if ib is None else float(ib[j]),
+            out.append(dict(rho=p.rho, server=j + 1, mu=float(p.mus[j]), busy=float(p.busy[j]),
+                            work=float(p.work[j]), informed_busy=float("nan") if ib is None else float(ib[j]),
                             informed_work=float("nan") if ib is None else float(p.mus[j] * ib[j]),
                             busiest_uniform=bool(j == int(np.argmax(p.busy))),
                             busiest_informed=bool(ib is not None and j == int(np.argmax(ib)))))
