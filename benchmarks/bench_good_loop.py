@@ -90,7 +90,6 @@ def measure(configure: bool, quick: bool) -> dict:
 
     flags = qlib.configure_xla() if configure else os.environ.get("XLA_FLAGS", "")
     import jax
-    import numpy as np
 
     import qlib.supermarket as sm
 
@@ -112,15 +111,15 @@ def measure(configure: bool, quick: bool) -> dict:
         steps = max(1_000, work // R)
 
         def qlib_run(seed):
-            sm.simulate(N, D, LAM, steps=steps, replicas=R, seed=seed)
+            sm.simulate(N, D, LAM, steps=steps, replicas=R, seed=seed)  # noqa: B023  (called within this iteration only)
 
         def loop_run(adv, sums):
             def f(seed):
-                st, u = G.xoshiro_states(seed, R), G.empty_counts(N, R)
+                st, u = G.xoshiro_states(seed, R), G.empty_counts(N, R)  # noqa: B023  (called within this iteration only)
                 t = time.perf_counter(), time.process_time()
-                adv(st, u, pw, p64, N, steps, sums=sums, threads=THREADS)
+                adv(st, u, pw, p64, N, steps, sums=sums, threads=THREADS)  # noqa: B023  (called within this iteration only)
                 return time.perf_counter() - t[0], time.process_time() - t[1]
-            return f
+            return f  # noqa: B023  (the inner f above, not the loop variable of the warm-up)
 
         def timed(f):
             def g(seed):
@@ -136,7 +135,7 @@ def measure(configure: bool, quick: bool) -> dict:
         t0 = time.perf_counter()
         qlib_run(0)
         compile_s = time.perf_counter() - t0
-        for name, f in runners.items():  # warm-up: compile, start the thread pools
+        for _name, f in runners.items():  # warm-up: compile, start the thread pools
             f(0)
         wall = {k: [] for k in runners}
         cpu = {k: [] for k in runners}

@@ -64,7 +64,6 @@ def jax_runner(replicas: int, steps: int, policy: str = "random", n: int = N, ke
 
 def numba_runner(replicas: int, steps: int, threads: int = 2, n: int = N):
     import numba
-
     from numba_heterogeneous import simulate_reference
     numba.set_num_threads(min(threads, numba.config.NUMBA_NUM_THREADS))
     lam, mus = instance(n)
@@ -76,7 +75,8 @@ def numba_runner(replicas: int, steps: int, threads: int = 2, n: int = N):
         dt = time.perf_counter() - t0
         return float(r["arrivals"].sum() + r["done"].sum()), dt
 
-    return f"numba prange loop ({numba.get_num_threads()} threads, {replicas} replicas)", steps * replicas, once
+    return (f"numba prange loop ({numba.get_num_threads()} threads, {replicas} replicas)", steps * replicas,
+            once)
 
 
 def ciw_runner(events: int = PEER_EVENTS):
@@ -191,7 +191,8 @@ def run_many_servers(quick: bool = False) -> list[dict]:
     ``vs_numba`` is relative to the numba row with the same R."""
     rows = []
     for replicas, steps in ((32, 20_000 if quick else 200_000), (1024, 1_000 if quick else 10_000)):
-        runners = [jax_runner(replicas, steps, n=MANY_N), jax_runner(replicas, steps, n=MANY_N, kernel="array"),
+        runners = [jax_runner(replicas, steps, n=MANY_N),
+                   jax_runner(replicas, steps, n=MANY_N, kernel="array"),
                    numba_runner(replicas, steps, n=MANY_N)]
         part = _measure(runners, 3 if quick else 5)
         for r in part:

@@ -33,6 +33,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import qlib  # noqa: E402
+
 qlib.configure_xla()  # before JAX runs: one host device per core, small loops
 
 import numpy as np  # noqa: E402
@@ -42,7 +43,8 @@ N, D, LAM = 1000, 10, 0.95
 
 def default_levels(n: int = N, d: int = D, lam: float = LAM) -> int:
     """The number of levels simulate() picks for this instance from all-empty."""
-    from qlib.supermarket.simulation import default_levels as levels, initial_counts
+    from qlib.supermarket.simulation import default_levels as levels
+    from qlib.supermarket.simulation import initial_counts
 
     return levels(d, lam, initial_counts(n, d, lam, "empty"))
 
@@ -104,16 +106,18 @@ def time_python(R: int, steps: int, *, levels: int) -> float:
 def check_identical(levels: int) -> dict:
     """numba and plain Python reproduce qlib's arrays exactly (same streams, same rules), at
     R = 1, 3 and 64 (the three code paths of the kernel: one lane, small groups, wide groups)."""
-    import qlib.supermarket as sm
     from numba_supermarket import numba_chain, python_chain
+
+    import qlib.supermarket as sm
 
     out = {"numba": True, "python": True}
     for R, steps in ((1, 20000), (3, 5000), (64, 2000)):
         r = sm.simulate(N, D, LAM, steps=steps, replicas=R, seed=7, levels=levels)
         a = numba_chain(N, D, LAM, steps=steps, replicas=R, seed=7, levels=r.levels, threads=2)
-        same = lambda x: bool(np.array_equal(x["tail_fraction"], r.tail_fraction)  # noqa: E731
-                              and np.array_equal(x["counts"], r.counts)
-                              and np.array_equal(x["max_length_distribution"], r.max_length_distribution))
+        same = lambda x, r=r: bool(  # noqa: E731
+            np.array_equal(x["tail_fraction"], r.tail_fraction)
+            and np.array_equal(x["counts"], r.counts)
+            and np.array_equal(x["max_length_distribution"], r.max_length_distribution))
         out["numba"] &= same(a)
         if R == 3:
             out["python"] &= same(python_chain(N, D, LAM, steps=steps, replicas=R, seed=7, levels=r.levels))
@@ -189,7 +193,8 @@ def many_points(quick: bool) -> dict:
 
     # the grid is a loop of single calls, only faster: check it on two points first
     a = sm.simulate_many(points[:2], steps=500, replicas=R)
-    identical = all(np.array_equal(x.tail_fraction, sm.simulate(*p, steps=500, replicas=R, seed=j).tail_fraction)
+    identical = all(np.array_equal(x.tail_fraction,
+                                   sm.simulate(*p, steps=500, replicas=R, seed=j).tail_fraction)
                     for j, (x, p) in enumerate(zip(a, points[:2])))
     for f in (one_wide, many, loop):
         f()  # compile
@@ -201,7 +206,8 @@ def many_points(quick: bool) -> dict:
             t[name].append(time.perf_counter() - t0)
     med = {k: statistics.median(v) for k, v in t.items()}
     return {"points": MANY_POINTS, "replicas": R, "steps": steps, "identical": identical,
-            "rate_one_wide": work / med["one_wide"], "rate_many": work / med["many"], "rate_loop": work / med["loop"],
+            "rate_one_wide": work / med["one_wide"], "rate_many": work / med["many"],
+            "rate_loop": work / med["loop"],
             "many_vs_one_wide": statistics.median([b / a for a, b in zip(t["many"], t["one_wide"])]),
             "many_vs_loop": statistics.median([b / a for a, b in zip(t["many"], t["loop"])]),
             "seconds": t}
@@ -229,7 +235,8 @@ def sweep(param: str, values, quick: bool, R: int = 1024) -> list[dict]:
                "qlib": rates[1]}
         if param in ("R", "d"):
             time_numba(min(R, 2), 10, levels=L, **kw)
-            row["numba"] = statistics.median(R * steps / time_numba(R, steps, levels=L, **kw) for _ in range(3))
+            row["numba"] = statistics.median(R * steps / time_numba(R, steps, levels=L, **kw)
+                                             for _ in range(3))
         if param == "n":
             row["log10_n"] = math.log10(v)
         out.append(row)
@@ -248,9 +255,11 @@ t0 = time.perf_counter()
 r = sm.simulate(1000, 10, 0.95, steps=steps, replicas=R, seed=0)
 dt = time.perf_counter() - t0
 _, peak_py = tracemalloc.get_traced_memory()
-print(json.dumps(dict(R=R, steps=steps, seconds=dt, peak_rss_mb=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+peak_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+result_bytes = r.tail_fraction.nbytes + r.counts.nbytes + r.batch_tail_fraction.nbytes
+print(json.dumps(dict(R=R, steps=steps, seconds=dt, peak_rss_mb=peak_rss / 1024,
                       rss_after_compile_mb=base / 1024, python_peak_mb=peak_py / 2**20,
-                      result_mb=(r.tail_fraction.nbytes + r.counts.nbytes + r.batch_tail_fraction.nbytes) / 2**20)))
+                      result_mb=result_bytes / 2**20)))
 """
 
 
@@ -295,30 +304,35 @@ def run(quick: bool = False) -> dict:
 
 
 def table(res: dict) -> str:
-    lines = [f"{'R':>6} {'qlib M/s':>9} {'numba M/s':>10} {'thr':>4} {'python M/s':>11} {'x numba':>8} {'x python':>9} "
-             f"{'compile s':>10}"]
+    lines = [f"{'R':>6} {'qlib M/s':>9} {'numba M/s':>10} {'thr':>4} {'python M/s':>11} {'x numba':>8} "
+             f"{'x python':>9} {'compile s':>10}"]
     for r in res["peers"]:
         lines.append(f"{r['R']:6d} {r['qlib'] / 1e6:9.2f} {r['numba'] / 1e6:10.2f} {r['numba_threads']:4d} "
-                     f"{r['python'] / 1e6:11.3f} {r['vs_numba']:8.2f} {r['vs_python']:9.0f} {r['compile_s']:10.2f}")
+                     f"{r['python'] / 1e6:11.3f} {r['vs_numba']:8.2f} {r['vs_python']:9.0f} "
+                     f"{r['compile_s']:10.2f}")
     if "many" in res:
         m = res["many"]
         lines.append(f"many points ({m['points']} x {m['replicas']}, {m['steps']} steps): simulate_many "
-                     f"{m['rate_many'] / 1e6:.2f} M/s, 1 x {m['points'] * m['replicas']} {m['rate_one_wide'] / 1e6:.2f} M/s, "
-                     f"loop of {m['points']} calls {m['rate_loop'] / 1e6:.2f} M/s; many / one point x 1024 = "
-                     f"{m['many_vs_one_wide']:.2f}, many / loop = {m['many_vs_loop']:.2f} (bit-identical: {m['identical']})")
+                     f"{m['rate_many'] / 1e6:.2f} M/s, 1 x {m['points'] * m['replicas']} "
+                     f"{m['rate_one_wide'] / 1e6:.2f} M/s, loop of {m['points']} calls "
+                     f"{m['rate_loop'] / 1e6:.2f} M/s; many / one point x 1024 = "
+                     f"{m['many_vs_one_wide']:.2f}, many / loop = {m['many_vs_loop']:.2f} (bit-identical: "
+                     f"{m['identical']})")
     if "load_start" in res:
-        lines.append(f"load average: start {res['load_start']}, after the ratios {res.get('load_after_ratios')}, "
-                     f"end {res.get('load_end')}")
+        lines.append(f"load average: start {res['load_start']}, after the ratios "
+                     f"{res.get('load_after_ratios')}, end {res.get('load_end')}")
     return "\n".join(lines)
 
 
 if __name__ == "__main__":
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true")
-    ap.add_argument("--peers-only", action="store_true", help="only the qlib/numba/python table and many points")
+    ap.add_argument("--peers-only", action="store_true",
+                    help="only the qlib/numba/python table and many points")
     a = ap.parse_args()
     if a.peers_only:
-        res = {"load_start": load(), "peers": peer_table(a.quick), "many": many_points(a.quick), "load_end": load()}
+        res = {"load_start": load(), "peers": peer_table(a.quick), "many": many_points(a.quick),
+               "load_end": load()}
     else:
         res = run(a.quick)
         print(json.dumps({k: v for k, v in res.items() if k not in ("peers",)}, indent=1, default=float))

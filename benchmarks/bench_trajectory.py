@@ -45,7 +45,8 @@ def main() -> None:
     for every in (1, 10, 100, None):
         o = one(every, frames)
         if every:
-            print(f"| {every} | {o['frames']} | {o['values_per_s']:.3g} | {o['us_per_frame']:.3g} | {o['steps_per_s']:.3g} |")
+            print(f"| {every} | {o['frames']} | {o['values_per_s']:.3g} | {o['us_per_frame']:.3g} | "
+                  f"{o['steps_per_s']:.3g} |")
         else:
             print(f"| none | — | — | — | {o['steps_per_s']:.3g} |")
 

@@ -25,7 +25,9 @@ R, steps = int(sys.argv[1]), int(sys.argv[2])
 sm.simulate(1000, 10, 0.95, steps=steps, replicas=R, seed=0)  # compile
 ts = []
 for _ in range(3):
-    t0 = time.perf_counter(); sm.simulate(1000, 10, 0.95, steps=steps, replicas=R, seed=0); ts.append(time.perf_counter() - t0)
+    t0 = time.perf_counter()
+    sm.simulate(1000, 10, 0.95, steps=steps, replicas=R, seed=0)
+    ts.append(time.perf_counter() - t0)
 ts.sort()
 import jax
 print(json.dumps({"rate": R * steps / ts[1], "devices": jax.device_count()}))

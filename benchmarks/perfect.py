@@ -45,12 +45,14 @@ def measure(n: int, d: int, lam: float, replicas: int, seed: int = 0) -> dict:
     t0 = time.perf_counter()
     r = perfect_samples(n, d, lam, capacity=L, replicas=replicas, seed=seed)
     wall = time.perf_counter() - t0
-    fwd = meeting_times(n, d, lam, replicas=replicas, seed=seed, top_length=L, max_steps=2**40, progress=False)
+    fwd = meeting_times(n, d, lam, replicas=replicas, seed=seed, top_length=L, max_steps=2**40,
+                        progress=False)
     spt = steps_per_time(n, lam)
     mass, mass_se = r.mass_at_capacity
     loss, loss_se = r.loss_probability
     return dict(n=n, d=d, lam=lam, capacity=L, replicas=replicas, tau=tau, nL=coalescence_lower_bound(n, L),
-                coalescence_mean=float(r.coalescence_steps.mean()), steps_per_sample=float(r.steps_run.mean()),
+                coalescence_mean=float(r.coalescence_steps.mean()),
+                steps_per_sample=float(r.steps_run.mean()),
                 forward_meeting_mean=float(np.mean(fwd)), seconds_per_sample=wall / replicas,
                 coalescence_taus=float(r.coalescence_steps.mean() / spt / tau),
                 mass_at_capacity=mass, mass_at_capacity_se=mass_se, loss_probability=loss,
@@ -62,11 +64,12 @@ def table(rows: list[dict]) -> str:
            "(each of 2 chains) | forward meeting (mean) | s per sample | E[u_L]/n | P(arrival lost) |",
            "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
-        out.append(f"| {r['n']} | {r['d']} | {r['lam']} | {r['capacity']} | {r['tau']:.3g} | {r['coalescence_mean']:.3g} "
-                   f"| {r['coalescence_mean'] / r['nL']:.2f} | {r['coalescence_taus']:.2f} | {r['steps_per_sample']:.3g} "
-                   f"| {r['forward_meeting_mean']:.3g} | {r['seconds_per_sample']:.2g} "
-                   f"| {r['mass_at_capacity']:.1e} ± {r['mass_at_capacity_se']:.0e} "
-                   f"| {r['loss_probability']:.1e} ± {r['loss_probability_se']:.0e} |")
+        out.append(f"| {r['n']} | {r['d']} | {r['lam']} | {r['capacity']} | {r['tau']:.3g} | "
+                   f"{r['coalescence_mean']:.3g} | {r['coalescence_mean'] / r['nL']:.2f} | "
+                   f"{r['coalescence_taus']:.2f} | {r['steps_per_sample']:.3g} | "
+                   f"{r['forward_meeting_mean']:.3g} | {r['seconds_per_sample']:.2g} | "
+                   f"{r['mass_at_capacity']:.1e} ± {r['mass_at_capacity_se']:.0e} | "
+                   f"{r['loss_probability']:.1e} ± {r['loss_probability_se']:.0e} |")
     return "\n".join(out)
 
 

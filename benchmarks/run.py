@@ -7,7 +7,8 @@ own README section and results_good_loop.json) and, when it exists,
 benchmarks/bench_heterogeneous.py (qlib vs numba vs Ciw vs SimPy). Prints one table with
 throughputs and ratios, writes the supermarket section, a combined table and the machine
 description into benchmarks/README.md (the heterogeneous section there belongs to
-bench_heterogeneous and is kept as it is), and draws figures/bench_*.png. Ratios are measured in the same run; wall times are never asserted.
+bench_heterogeneous and is kept as it is), and draws figures/bench_*.png. Ratios are measured in
+the same run; wall times are never asserted.
 
 Usage: ``python benchmarks/run.py [--quick] [--no-readme]``; ``--quick`` takes about 2 minutes.
 """
@@ -31,6 +32,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(HERE))
 
 import qlib  # noqa: E402
+
 qlib.configure_xla()  # first: one XLA host device per core, small loops
 
 README = HERE / "README.md"
@@ -64,7 +66,7 @@ def machine() -> dict:
     except ImportError:
         nb = "not installed"
     try:
-        load = "%.1f %.1f %.1f" % os.getloadavg()
+        load = "{:.1f} {:.1f} {:.1f}".format(*os.getloadavg())
     except OSError:
         load = "?"
     mem = "?"
@@ -113,7 +115,8 @@ def plots(sm: dict) -> list[str]:
         ax.set_xlabel(xlabel)
         ax.set_ylabel("throughput (million replica-steps / s)")
         ax.set_title(title, fontsize=9)
-        if not with_numba or x == "value":  # n, d sweeps: a fixed decade range, so noise is not read as a trend
+        # n, d sweeps: a fixed decade range, so noise is not read as a trend
+        if not with_numba or x == "value":
             ys = [r["qlib"] / 1e6 for r in rows] + [v for _, v in nb]
             ax.set_ylim(min(ys) / 4, max(ys) * 4)
         if note:
@@ -127,10 +130,11 @@ def plots(sm: dict) -> list[str]:
     one(sm["sweep_R"], "R", "replicas R", "bench_supermarket_replicas",
         f"supermarket count chain, n={inst['n']}, d={inst['d']}, λ={inst['lam']}")
     one(sm["sweep_n"], "value", "number of queues n", "bench_supermarket_n",
-        f"cost per step does not depend on n (R={sm['sweep_n'][0]['R']}, d={inst['d']}, λ={inst['lam']}, 16 levels)",
-        with_numba=False)
+        f"cost per step does not depend on n (R={sm['sweep_n'][0]['R']}, d={inst['d']}, λ={inst['lam']}, 16 "
+        "levels)", with_numba=False)
     one(sm["sweep_d"], "value", "choices per arrival d", "bench_supermarket_d",
-        f"cost per step does not depend on d (R={sm['sweep_d'][0]['R']}, n={inst['n']}, λ={inst['lam']}, 16 levels)")
+        f"cost per step does not depend on d (R={sm['sweep_d'][0]['R']}, n={inst['n']}, λ={inst['lam']}, 16 "
+        "levels)")
     return names
 
 
@@ -146,47 +150,52 @@ def _sections(text: str) -> tuple[str, list[tuple[str, str]]]:
 def supermarket_md(sm: dict, figs: list[str], quick: bool) -> str:
     inst = sm["instance"]
     ident = sm["identical"]
-    out = [f"`python benchmarks/bench_supermarket.py` (or `make bench`). Instance (issue 2): n = {inst['n']}, "
-           f"d = {inst['d']}, λ = {inst['lam']}, from all-empty, {inst['levels']} levels (simulate's default), "
-           f"lanes split over {sm['devices']} JAX host device(s). A replica-step is one uniformised step of "
-           f"one replica's count chain. All three simulators run the same chain with the same SplitMix64 "
-           f"streams and update the time sums of u_i and 1[u_i > 0] every step; numba and plain Python "
-           f"reproduce qlib's arrays bit for bit (checked in this run at R = 1, 3, 64: numba {ident['numba']}, "
-           f"Python {ident['python']}). Medians of interleaved repeats{' (quick mode)' if quick else ''}; load "
-           f"average {sm.get('load_start')} at the start, {sm.get('load_after_ratios')} after the ratios "
-           f"(the machine is shared: the ratios, not the rates, are what to compare). XLA_FLAGS: "
-           f"`{sm.get('xla_flags', '')}`.", "",
-           "| R | qlib (M/s) | numba (M/s) | numba threads | plain Python (M/s) | × numba | × Python | compile (s) |",
-           "|---|---|---|---|---|---|---|---|"]
+    out = ["`python benchmarks/bench_supermarket.py` (or `make bench`). Instance (issue 2): n = "
+           f"{inst['n']}, d = {inst['d']}, λ = {inst['lam']}, from all-empty, {inst['levels']} levels "
+           f"(simulate's default), lanes split over {sm['devices']} JAX host device(s). A replica-step is "
+           f"one uniformised step of one replica's count chain. All three simulators run the same chain with "
+           f"the same SplitMix64 streams and update the time sums of u_i and 1[u_i > 0] every step; numba "
+           "and plain Python reproduce qlib's arrays bit for bit (checked in this run at R = 1, 3, 64: "
+           f"numba {ident['numba']}, Python {ident['python']}). Medians of interleaved "
+           f"repeats{' (quick mode)' if quick else ''}; load average {sm.get('load_start')} at the start, "
+           f"{sm.get('load_after_ratios')} after the ratios (the machine is shared: the ratios, not the "
+           f"rates, are what to compare). XLA_FLAGS: `{sm.get('xla_flags', '')}`.", "",
+           "| R | qlib (M/s) | numba (M/s) | numba threads | plain Python (M/s) | × numba | × Python | "
+           "compile (s) |", "|---|---|---|---|---|---|---|---|"]
     for r in sm["peers"]:
-        out.append(f"| {r['R']} | {r['qlib'] / 1e6:.2f} | {r['numba'] / 1e6:.2f} | {r.get('numba_threads', 2)} | "
-                   f"{r['python'] / 1e6:.3f} | **{r['vs_numba']:.2f}** | {r['vs_python']:.0f} | {r['compile_s']:.1f} |")
+        out.append(f"| {r['R']} | {r['qlib'] / 1e6:.2f} | {r['numba'] / 1e6:.2f} | "
+                   f"{r.get('numba_threads', 2)} | {r['python'] / 1e6:.3f} | **{r['vs_numba']:.2f}** | "
+                   f"{r['vs_python']:.0f} | {r['compile_s']:.1f} |")
     at = {r["R"]: r["vs_numba"] for r in sm["peers"]}
     verdict = ", ".join(f"R = {R}: {at[R]:.2f} ({'met' if at[R] >= TARGET_SUPERMARKET else 'NOT met'})"
                         for R in (1, 64) if R in at)
-    out += ["", f"Target (issue 12) ≥ {TARGET_SUPERMARKET}× the numba loop at R = 1 (one thread) and R = 64 (prange over "
-            f"2 threads): {verdict}. Compile time is the first call's extra time (trace + XLA compile of the chunk "
-            f"kernel; notebooks and `make figures` reuse it through JAX's persistent compilation cache).", ""]
+    out += ["", f"Target (issue 12) ≥ {TARGET_SUPERMARKET}× the numba loop at R = 1 (one thread) and R = 64 "
+                "(prange over "
+            f"2 threads): {verdict}. Compile time is the first call's extra time (trace + XLA compile of the "
+            f"chunk kernel; notebooks and `make figures` reuse it through JAX's persistent compilation "
+            f"cache).", ""]
     m = sm.get("many")
     if m:
-        out += [f"**Many points in one kernel** (`simulate_many`): {m['points']} points (n = {inst['n']}, d = {inst['d']}, "
-                f"λ = 0.90 … 0.96) × {m['replicas']} replicas, {m['steps']} steps each, against one point × "
-                f"{m['points'] * m['replicas']} replicas and against a loop of {m['points']} `simulate` calls (the same "
-                f"replica-steps; grid results bit-identical to the single calls: {m['identical']}).", "",
+        out += [f"**Many points in one kernel** (`simulate_many`): {m['points']} points (n = {inst['n']}, d "
+                f"= {inst['d']}, λ = 0.90 … 0.96) × {m['replicas']} replicas, {m['steps']} steps each, "
+                f"against one point × {m['points'] * m['replicas']} replicas and against a loop of "
+                f"{m['points']} `simulate` calls (the same replica-steps; grid results bit-identical to the "
+                f"single calls: {m['identical']}).", "",
                 "| run | M replica-steps/s | ratio | target |", "|---|---|---|---|",
                 f"| 1 point × {m['points'] * m['replicas']} replicas | {m['rate_one_wide'] / 1e6:.2f} | | |",
                 f"| `simulate_many`, {m['points']} × {m['replicas']} | {m['rate_many'] / 1e6:.2f} | "
                 f"**{m['many_vs_one_wide']:.2f}** × one point | ≥ {TARGET_MANY_WIDE} "
                 f"({'met' if m['many_vs_one_wide'] >= TARGET_MANY_WIDE else 'NOT met'}) |",
-                f"| loop of {m['points']} `simulate` calls | {m['rate_loop'] / 1e6:.2f} | **{m['many_vs_loop']:.2f}** × "
-                f"faster with `simulate_many` | ≥ {TARGET_MANY_LOOP} "
+                f"| loop of {m['points']} `simulate` calls | {m['rate_loop'] / 1e6:.2f} | "
+                f"**{m['many_vs_loop']:.2f}** × faster with `simulate_many` | ≥ {TARGET_MANY_LOOP} "
                 f"({'met' if m['many_vs_loop'] >= TARGET_MANY_LOOP else 'NOT met'}) |", "",
                 MANY_MD, ""]
     flat = [r["qlib"] for r in sm["sweep_n"]]
     out.append(f"**Cost per step vs n** (R = {sm['sweep_n'][0]['R']}): " + ", ".join(
         f"n = 10^{round(r['log10_n'])}: {r['qlib'] / 1e6:.1f}" for r in sm["sweep_n"])
         + f" M/s; max/min = {max(flat) / min(flat):.2f}. Same kernel, same 16 levels: only n changes, and "
-        "with it nothing in the step (n is a traced per-lane value; ranks and thresholds are integer compares).")
+        "with it nothing in the step (n is a traced per-lane value; ranks and thresholds are integer "
+        "compares).")
     out.append("")
     out.append(f"**vs d** (R = {sm['sweep_d'][0]['R']}, 16 levels): " + ", ".join(
         f"d = {r['value']}: {r['qlib'] / 1e6:.1f}" for r in sm["sweep_d"]) + " M/s.")
@@ -200,8 +209,8 @@ def supermarket_md(sm: dict, figs: list[str], quick: bool) -> str:
     out += ["**Memory.** No trajectory is kept unless `record_every` is given: the state is (levels+1) × R "
             "integers plus the running sums, whatever the number of steps. Peak resident memory of a fresh "
             "process (JAX itself included) as the steps grow tenfold:", "",
-            "| R | steps | seconds | peak RSS (MB) | RSS after compile (MB) | Python heap peak during run (MB) |",
-            "|---|---|---|---|---|---|"]
+            "| R | steps | seconds | peak RSS (MB) | RSS after compile (MB) | Python heap peak during run "
+            "(MB) |", "|---|---|---|---|---|---|"]
     for r in sm["memory"]:
         out.append(f"| {r['R']:,} | {r['steps']:,} | {r['seconds']:.1f} | {r['peak_rss_mb']:.0f} | "
                    f"{r['rss_after_compile_mb']:.0f} | {r['python_peak_mb']:.2f} |")
@@ -336,16 +345,17 @@ ran it: there is no GPU number here."""
 def combined_md(sm: dict, het: list[dict] | None, het_error: str | None) -> str:
     out = ["| model | simulator | throughput | × numba | × plain Python / × Ciw |", "|---|---|---|---|---|"]
     for r in sm["peers"]:
-        out.append(f"| supermarket (n={sm['instance']['n']}, d={sm['instance']['d']}, λ={sm['instance']['lam']}) | "
-                   f"qlib, R = {r['R']} | {r['qlib'] / 1e6:.2f} M replica-steps/s | **{r['vs_numba']:.2f}** | "
-                   f"{r['vs_python']:.0f}× Python |")
+        out.append(f"| supermarket (n={sm['instance']['n']}, d={sm['instance']['d']}, "
+                   f"λ={sm['instance']['lam']}) | qlib, R = {r['R']} | {r['qlib'] / 1e6:.2f} M "
+                   f"replica-steps/s | **{r['vs_numba']:.2f}** | {r['vs_python']:.0f}× Python |")
     big = sm["peers"][-1]
-    out.append(f"| supermarket | numba prange, 2 threads, R = {big['R']} | {big['numba'] / 1e6:.2f} M replica-steps/s "
-               f"| 1.00 | {big['numba'] / big['python']:.0f}× Python |")
+    out.append(f"| supermarket | numba prange, 2 threads, R = {big['R']} | {big['numba'] / 1e6:.2f} M "
+               f"replica-steps/s | 1.00 | {big['numba'] / big['python']:.0f}× Python |")
     if het:
         for r in het:
-            out.append(f"| heterogeneous | {r.get('name', '?')} | {r.get('events_per_s', float('nan')) / 1e6:.3g} "
-                       f"M events/s | {r.get('vs_numba', float('nan')):.2f} | {r.get('vs_ciw', float('nan')):.0f}× Ciw |")
+            out.append(f"| heterogeneous | {r.get('name', '?')} | "
+                       f"{r.get('events_per_s', float('nan')) / 1e6:.3g} M events/s | "
+                       f"{r.get('vs_numba', float('nan')):.2f} | {r.get('vs_ciw', float('nan')):.0f}× Ciw |")
     elif het_error:
         out.append(f"| heterogeneous | (not run: {het_error}) | | | |")
     return "\n".join(out)
@@ -356,10 +366,10 @@ def write_readme(m: dict, sm: dict, figs: list[str], het: list[dict] | None, het
     old = README.read_text() if README.exists() else "# Benchmarks\n"
     _, sections = _sections(old)
     keep = {h: b for h, b in sections}
-    pre = ("# Benchmarks\n\n`make bench` (= `python benchmarks/run.py`; `--quick` for a ~2-minute run) measures "
-           "both models against peers in one process and rewrites this file (the heterogeneous section is "
-           "written by `benchmarks/bench_heterogeneous.py`). Ratios are from the same run; wall times are "
-           "never asserted in tests.\n\n")
+    pre = ("# Benchmarks\n\n`make bench` (= `python benchmarks/run.py`; `--quick` for a ~2-minute run) "
+           "measures both models against peers in one process and rewrites this file (the heterogeneous "
+           "section is written by `benchmarks/bench_heterogeneous.py`). Ratios are from the same run; wall "
+           "times are never asserted in tests.\n\n")
     mine = [
         ("## Machine", machine_md(m)),
         ("## Summary", combined_md(sm, het, het_error)),
@@ -387,11 +397,14 @@ def print_table(sm: dict, het: list[dict] | None) -> None:
     for r in sm["peers"]:
         print(f"{'supermarket':14} {'qlib, R=' + str(r['R']):52} {r['qlib']:12.4g} {r['vs_numba']:8.2f} "
               f"{r['vs_python']:9.0f}x  (vs plain Python)")
-        print(f"{'':14} {'numba, ' + str(r.get('numba_threads', 2)) + ' thread(s), R=' + str(r['R']):52} {r['numba']:12.4g} {1.0:8.2f}")
-        print(f"{'':14} {'plain Python, R=' + str(r['R']):52} {r['python']:12.4g} {r['python'] / r['numba']:8.4f}")
+        print(f"{'':14} {'numba, ' + str(r.get('numba_threads', 2)) + ' thread(s), R=' + str(r['R']):52} "
+              f"{r['numba']:12.4g} {1.0:8.2f}")
+        print(f"{'':14} {'plain Python, R=' + str(r['R']):52} {r['python']:12.4g} "
+              f"{r['python'] / r['numba']:8.4f}")
     for r in het or []:
-        print(f"{'heterogeneous':14} {str(r.get('name', '?'))[:52]:52} {r.get('events_per_s', float('nan')):12.4g} "
-              f"{r.get('vs_numba', float('nan')):8.2f} {r.get('vs_ciw', float('nan')):9.0f}x  (vs Ciw)")
+        print(f"{'heterogeneous':14} {str(r.get('name', '?'))[:52]:52} "
+              f"{r.get('events_per_s', float('nan')):12.4g} {r.get('vs_numba', float('nan')):8.2f} "
+              f"{r.get('vs_ciw', float('nan')):9.0f}x  (vs Ciw)")
     print(f"\nsupermarket target >= {TARGET_SUPERMARKET}x numba at R = 1, 64: " + ", ".join(
         f"R={r['R']}: {r['vs_numba']:.2f} {'met' if r['vs_numba'] >= TARGET_SUPERMARKET else 'NOT met'}"
         for r in sm["peers"] if r["R"] in (1, 64)))

@@ -112,7 +112,8 @@ def figures(only: list[str] | None, smoke: bool) -> int:
     code = reproduce(quick=False, markdown=str(out), json_path=str(out.with_suffix(".json")),
                      update_readme=True)
     if code == EXIT_FAIL:  # the job (figures, notebooks, table) is done; the table carries the verdicts
-        print(f"[qlib] some rows read FAIL: see {out}; `python -m qlib reproduce` exits 1 on them", flush=True)
+        print(f"[qlib] some rows read FAIL: see {out}; `python -m qlib reproduce` exits 1 on them",
+              flush=True)
         return EXIT_PASS
     return code
 
@@ -131,13 +132,16 @@ def main(argv: list[str] | None = None) -> int:
     f = sub.add_parser("figures", help="run every notebook in full mode, then write figures/claims.md")
     f.add_argument("--only", nargs="*", help="only notebooks whose name contains one of these")
     f.add_argument("--smoke", action="store_true", help="smoke mode (tiny parameters), for a dry run")
-    lg = sub.add_parser("results-long", help="compute the long tier of results/ (resumable; see docs/running.md)")
+    lg = sub.add_parser("results-long",
+                        help="compute the long tier of results/ (resumable; see docs/running.md)")
     lg.add_argument("--only", nargs="*", help="only the studies whose name contains one of these")
-    lg.add_argument("--processes", type=int, default=1, help="local processes sharing each run (qlib.distributed)")
+    lg.add_argument("--processes", type=int, default=1,
+                    help="local processes sharing each run (qlib.distributed)")
     lg.add_argument("--smoke", action="store_true", help=argparse.SUPPRESS)
     rs = sub.add_parser("results", help="list the stored results (results/) with their cost, or verify them")
     rs.add_argument("--summary", action="store_true", help="one line per stored entry (the default)")
-    rs.add_argument("--verify", action="store_true", help="check every stored entry and recompute its checkpoint")
+    rs.add_argument("--verify", action="store_true",
+                    help="check every stored entry and recompute its checkpoint")
     for p in (r, f, lg):
         p.add_argument("--scale", type=float, default=None,
                        help="multiply every full-mode run length by this factor (default 1)")

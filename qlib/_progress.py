@@ -18,7 +18,7 @@ from typing import Any, TypeVar
 
 T = TypeVar("T")
 
-_STUDY: list["_StudyBar"] = []  # the open study bar (at most one is shown; nested ones join it)
+_STUDY: list[_StudyBar] = []  # the open study bar (at most one is shown; nested ones join it)
 
 
 class _NoBar:
@@ -47,7 +47,7 @@ class _StudyBar:
         self.fixed = total is not None
         self.bar = progress_bar(total if self.fixed else 0, show=show, desc=desc, unit=unit, _own=True)
 
-    def child(self, total: float | None) -> "_Child":
+    def child(self, total: float | None) -> _Child:
         if not self.fixed and total:
             self.bar.total = (self.bar.total or 0) + total
             if hasattr(self.bar, "refresh"):

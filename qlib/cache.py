@@ -31,13 +31,14 @@ import hashlib
 import json
 import os
 import subprocess
-import time
 import tempfile
+import time
 import warnings
 import zipfile
 import zlib
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any
 
 import jax
 import numpy as np
@@ -123,7 +124,8 @@ def _load(stem: Path, record: dict, run: str | None = None) -> dict[str, np.ndar
         if sorted(arrays) != sorted(m.get("arrays", [])):
             raise ValueError(f"it holds arrays {sorted(arrays)}, its record lists {m.get('arrays')}")
         return arrays
-    except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile, zlib.error, json.JSONDecodeError) as e:
+    except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile, zlib.error,
+            json.JSONDecodeError) as e:
         warnings.warn(f"cache entry {stem.name} is unreadable ({type(e).__name__}: {e}); recomputing",
                       CacheWarning, stacklevel=3)
         for p in (npz, meta):
@@ -215,7 +217,7 @@ class Recorder:
     a simulate / simulate_many call; a call that continues a recorded chain extends its record),
     with its start, steps, and the hash of each replica's final counts and random state."""
 
-    def __init__(self, parent: "Recorder | None" = None):
+    def __init__(self, parent: Recorder | None = None):
         self.parent = parent
         self.chains: list[dict] = []
         self._start0: list[tuple[np.ndarray, int]] = []  # replica 0's start counts and state, per chain
@@ -259,12 +261,14 @@ class Recorder:
         from qlib.results import hetero_state_hash
 
         R = int(res.busy_fraction.shape[0])
-        what = ("heterogeneous", float(res.lam), tuple(float(x) for x in res.mus), res.policy, routing_exponent)
+        what = ("heterogeneous", float(res.lam), tuple(float(x) for x in res.mus), res.policy,
+                routing_exponent)
         first = tuple(hetero_state_hash(start, i) for i in range(R))
         final = [hetero_state_hash(res.state, i) for i in range(R)]
         j = self._open.pop((what, first), None)
         if j is None:
-            self.chains.append({"model": "heterogeneous", "lam": float(res.lam), "mus": [float(x) for x in res.mus],
+            self.chains.append({"model": "heterogeneous", "lam": float(res.lam),
+                                "mus": [float(x) for x in res.mus],
                                 "policy": res.policy, "routing_exponent": routing_exponent,
                                 "seed": None if res.seed is None else int(res.seed), "seeded": bool(seeded),
                                 "replicas": R, "calls": 0, "steps": 0, "burn_in": 0, "final": []})
@@ -294,14 +298,16 @@ class Recorder:
             if m:
                 c = self.chains[m[0]]
                 u0, s0 = self._start0[m[0]]
-                specs.append(results.checkpoint_spec(c | {"first_call_steps": c["steps"] + c["burn_in"]}, u0, s0))
+                specs.append(results.checkpoint_spec(c | {"first_call_steps": c["steps"] + c["burn_in"]}, u0,
+                                                     s0))
                 who.append(e)
         hashes = dict(zip(who, results.checkpoint_hashes(specs))) if specs else {}
         out = []
         for e, m in enumerate(mine):
             out.append({"wall_s": self.wall_s, "cpu_s": self.cpu_s, "computed_together": len(seeds),
                         "simulations": [self.chains[i] for i in m],
-                        "checkpoint": {"spec": specs[who.index(e)], "hash": hashes[e]} if e in hashes else None})
+                        "checkpoint": {"spec": specs[who.index(e)], "hash": hashes[e]} if e in hashes
+                        else None})
         return out
 
 
@@ -328,14 +334,16 @@ def not_recording():
         _RECORDER.reset(token)
 
 
-def report_heterogeneous(res: Any, start: Any, routing_exponent: float | None = None, *, seeded: bool) -> None:
+def report_heterogeneous(res: Any, start: Any, routing_exponent: float | None = None, *,
+                         seeded: bool) -> None:
     """The heterogeneous simulator's hook: tell the active :func:`recording`, if any."""
     rec = _RECORDER.get()
     if rec is not None:
         rec.add_heterogeneous(res, start, routing_exponent, seeded)
 
 
-def report_simulation(plans: Sequence, results: Sequence, variant: Any = None, capacity: int | None = None) -> None:
+def report_simulation(plans: Sequence, results: Sequence, variant: Any = None,
+                      capacity: int | None = None) -> None:
     """The simulation driver's hook: tell the active :func:`recording`, if any (else nothing)."""
     rec = _RECORDER.get()
     if rec is not None:
@@ -351,5 +359,6 @@ def check_writable(path: str | os.PathLike, what: str) -> Path:
         os.close(fd)
         os.unlink(tmp)
     except OSError as e:
-        raise ValueError(f"{what} folder {p} is not writable ({e.strerror or e}); set a writable one") from None
+        raise ValueError(f"{what} folder {p} is not writable ({e.strerror or e}); "
+                         "set a writable one") from None
     return p

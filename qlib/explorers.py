@@ -30,7 +30,6 @@ from qlib.supermarket.theory import (
     predicted_max_length,
 )
 
-
 # --------------------------------------------------------------------------- theory (NumPy)
 
 
@@ -532,7 +531,7 @@ class MixingExplorer:
     def update(self, change=None) -> None:
         s = mixing_scales(self.n_w.value, self.d_w.value, self.lam_w.value)
         self.scales = s
-        for (a, key), line in self.lines.items():
+        for (_a, key), line in self.lines.items():
             line.set_xdata([s[key], s[key]])
         if change is not None:
             self.surv.set_data([], [])

@@ -170,7 +170,8 @@ def _execute(path: Path, nb, *, smoke, output, timeout, progress, extra_env, soc
 
     client.on_cell_start = patch_channels
     publish = "1" if output is not None and not smoke else None
-    env = {SMOKE_ENV: "1" if smoke else None, "XLA_FLAGS": xla_flags(), PUBLISH_ENV: publish} | (extra_env or {})
+    env = {SMOKE_ENV: "1" if smoke else None, "XLA_FLAGS": xla_flags(),
+           PUBLISH_ENV: publish} | (extra_env or {})
     with _env(**env):
         try:
             client.execute()

@@ -46,7 +46,8 @@ def test_text_source_and_ipynb_are_the_same_notebook(path):
     src, copy = notebooks.read(path), notebooks.read(ipynb)
     assert _cells(src) == _cells(copy)
     for nb in (src, copy):
-        assert "formats" not in nb.metadata.get("jupytext", {}), "a jupytext pairing makes a save write both files"
+        assert "formats" not in nb.metadata.get("jupytext",
+                                                {}), "a jupytext pairing makes a save write both files"
         assert nb.metadata["kernelspec"] == notebooks.KERNELSPEC
 
 
@@ -114,7 +115,8 @@ def test_drift_is_detected(tmp_path):
     """The pairing test can fail: one edited source line makes the pair differ."""
     src = PATHS[0].read_text()
     edited = tmp_path / PATHS[0].name
-    edited.write_text(src.replace("import matplotlib.pyplot as plt", "import matplotlib.pyplot as plt  # edited", 1))
+    edited.write_text(src.replace("import matplotlib.pyplot as plt",
+                                  "import matplotlib.pyplot as plt  # edited", 1))
     assert _cells(notebooks.read(edited)) != _cells(notebooks.read(notebooks.paired_ipynb(PATHS[0])))
 
 
@@ -136,7 +138,8 @@ def test_notebook_runs_in_smoke_mode(path, tmp_path, smoke_cache, monkeypatch):
     out = tmp_path / "run.ipynb"
     nbformat.write(nb, out)
     text = out.read_text()
-    assert str(tmp_path) not in text and str(smoke_cache) not in text, "an absolute path of this machine leaked into the outputs"
+    assert str(tmp_path) not in text and str(smoke_cache) not in text, \
+        "an absolute path of this machine leaked into the outputs"
     assert notebooks.WIDGET_VIEW not in text and '"execution"' not in text
 
 
@@ -163,8 +166,9 @@ def test_kernel_runs_over_ipc_without_the_tcp_warning(tmp_path):
 
     src = tmp_path / "tiny.md"
     src.write_text("---\njupyter:\n  jupytext:\n    text_representation:\n      extension: .md\n"
-                   "      format_name: myst\n  kernelspec:\n    display_name: Python 3\n    language: python\n"
-                   "    name: python3\n---\n\n```{code-cell} ipython3\nimport os\nprint(os.environ.get('XLA_FLAGS'))\n```\n")
+                   "      format_name: myst\n  kernelspec:\n    display_name: Python 3\n    language: "
+                   "python\n    name: python3\n---\n\n```{code-cell} ipython3\nimport "
+                   "os\nprint(os.environ.get('XLA_FLAGS'))\n```\n")
     code = (f"from qlib import notebooks\nnb = notebooks.execute({str(src)!r}, smoke=True)\n"
             "print(nb.cells[0].outputs[0]['text'])")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)

@@ -17,7 +17,7 @@ def test_inner_bars_join_the_study_bar():
 
 def test_study_bar_with_a_total_counts_inner_bars_as_fractions():
     with P.study_progress("points", total=2, unit="point") as bar:
-        for x in P.progress_iter(range(4), show=False, desc="inner"):
+        for _x in P.progress_iter(range(4), show=False, desc="inner"):
             pass
         with P.progress_bar(10, show=False, desc="inner") as b:
             b.update(5)

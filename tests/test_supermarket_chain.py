@@ -94,7 +94,8 @@ def test_fast_kernel_equals_plain_step(chains, replacement, loop_bytes, monkeypa
 
 def test_draw_block_rows_are_successive_draws():
     with jax.enable_x64(True):
-        p = K.LaneParams(*(jnp.asarray(a) for a in K.lane_params([(1000, 10, 0.95), (2**32 - 1, 2, 0.5)], [2, 1])))
+        p = K.LaneParams(*(jnp.asarray(a)
+                           for a in K.lane_params([(1000, 10, 0.95), (2**32 - 1, 2, 0.5)], [2, 1])))
         rng = _rng.replica_states(7, jnp.arange(3))
         for replacement in (True, False):
             block = K.draw_block(rng, p, 9, replacement)
@@ -104,7 +105,8 @@ def test_draw_block_rows_are_successive_draws():
                 for a, b in zip(ev, (x[k] if x is not None else None for x in block)):
                     if a is not None:
                         np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
-            np.testing.assert_array_equal(np.asarray(r), np.asarray(_rng.advance(rng, 18)))  # two words a step
+            np.testing.assert_array_equal(np.asarray(r),
+                                          np.asarray(_rng.advance(rng, 18)))  # two words a step
 
 
 def test_level_cap_rule():
@@ -172,7 +174,7 @@ def test_public_api_matches_golden_outputs():
         np.testing.assert_array_equal(new[k], ref[k], err_msg=k)
 
 
-# --------------------------------------------------------------------------- exact event probabilities (issue 13)
+# ---------------------------------------------------------------------- exact event probabilities (issue 13)
 #
 # Each test below checks an integer threshold or probability of the chain directly, against
 # the exact value, where sampling could not resolve it; each names what the old kernel (one

@@ -44,7 +44,8 @@ def _words(u, n, d, replacement):
 
 
 def _bound(g: Fraction, replacement: bool) -> float:
-    """The stated error of T: 4 (|log g| + 1) 2^-53 relative with replacement, 2e-12 without, plus one word."""
+    """The stated error of T: 4 (|log g| + 1) 2^-53 relative with replacement, 2e-12 without,
+    plus one word."""
     if g == 0:
         return 0.0
     rel = 4 * (abs(log(g.numerator) - log(g.denominator)) + 1) * 2.0**-53 if replacement else 2e-12
@@ -62,7 +63,8 @@ def test_join_words_are_within_their_stated_error_of_the_exact_rounding(replacem
             got = _words(us, n, d, replacement)
             for u, t in zip(us, got):
                 want = _exact(u, n, d, replacement)
-                assert abs(int(t) - want) <= _bound(_g(u, n, d, replacement), replacement), (n, d, u, int(t), want)
+                assert abs(int(t) - want) <= _bound(_g(u, n, d, replacement), replacement), (n, d, u, int(t),
+                                                                                             want)
                 exact_hits += int(t) == want
                 total += 1
     assert exact_hits > 0.05 * total  # small g are exact; near g = 1 float64 holds 53 bits of the 64
@@ -92,7 +94,7 @@ def test_join_words_are_non_decreasing(replacement):
         assert np.all(t[1:] >= t[:-1]), (n, d)
 
 
-# --------------------------------------------------------------------------- the exact per-step oracle, both paths
+# ---------------------------------------------------------------------- the exact per-step oracle, both paths
 
 CASES = [(n, d) for n in (1, 2, 3, 4) for d in (1, 2, 3)]
 
@@ -118,7 +120,8 @@ def test_exact_per_step_arrival_probabilities_through_table_and_formula(replacem
     found by bisection on the kernel's hits (carried join words from the table, or the formula);
     their share is g(u_j) up to 2^-52 relative, and the next state is the one-customer move."""
     L = 4
-    lanes = [(n, d, s, j) for n, d in CASES if replacement or d <= n for s in _states(n, L) for j in range(1, L + 1)]
+    lanes = [(n, d, s, j) for n, d in CASES if replacement or d <= n for s in _states(n, L)
+             for j in range(1, L + 1)]
     W = len(lanes)
     u = np.array([s for _, _, s, _ in lanes], np.uint32).T[None]
     n_arr = np.array([x[0] for x in lanes], np.uint64)
@@ -128,8 +131,8 @@ def test_exact_per_step_arrival_probabilities_through_table_and_formula(replacem
 
     @jax.jit
     def level_at(w2):
-        p = A._with_norm(K.LaneParams(jnp.asarray(n_arr), jnp.asarray(d_arr), jnp.full(W, TWO64 - 1, jnp.uint64),
-                                      jnp.zeros(W, jnp.float64)))
+        p = A._with_norm(K.LaneParams(jnp.asarray(n_arr), jnp.asarray(d_arr),
+                                      jnp.full(W, TWO64 - 1, jnp.uint64), jnp.zeros(W, jnp.float64)))
         ev = A._events(jnp.zeros(W, jnp.uint64), w2, p, replacement)  # word 1 = 0: an arrival
         uu = jnp.asarray(u)
         if path == "table":

@@ -142,7 +142,8 @@ def test_variants_are_validated():
 
 
 def test_estimate_equilibrium_carries_the_flows_and_the_variant():
-    e = sm.estimate_equilibrium(*POINT, batches=4, replicas=4, seed=3, flows=True, burn_in="tau", burn_taus=2.0)
+    e = sm.estimate_equilibrium(*POINT, batches=4, replicas=4, seed=3, flows=True, burn_in="tau",
+                                burn_taus=2.0)
     assert e.flow_residual is not None and e.flow_residual.size == e.flow_fraction.size
     assert np.all(np.abs(e.flow_residual_in_se()[:LEVELS]) <= Z)
     assert np.all(e.flow_ci_low <= e.flow_fraction) and e.variant == "model"

@@ -21,7 +21,8 @@ def test_import_sets_no_flags():
 
 
 def test_configure_xla_sets_both_flags_before_jax_starts():
-    out = _child("import qlib, jax; print(qlib.configure_xla()); print(jax.device_count())", QLIB_HOST_DEVICES="3")
+    out = _child("import qlib, jax; print(qlib.configure_xla()); print(jax.device_count())",
+                 QLIB_HOST_DEVICES="3")
     flags, devices = out.splitlines()
     assert "--xla_force_host_platform_device_count=3" in flags
     assert "xla_cpu_small_while_loop_byte_threshold=65536" in flags
@@ -32,8 +33,8 @@ def test_flags_keep_what_is_set():
     f = _xla.flags("--xla_force_host_platform_device_count=5 --xla_backend_extra_options=a=1")
     assert f.count("device_count") == 1 and "device_count=5" in f
     assert "--xla_backend_extra_options=xla_cpu_small_while_loop_byte_threshold=65536,a=1" in f
-    assert _xla.flags("--xla_backend_extra_options=xla_cpu_small_while_loop_byte_threshold=7",
-                      host_devices=False) == "--xla_backend_extra_options=xla_cpu_small_while_loop_byte_threshold=7"
+    opt = "--xla_backend_extra_options=xla_cpu_small_while_loop_byte_threshold=7"
+    assert _xla.flags(opt, host_devices=False) == opt
 
 
 def test_too_late_warns_and_changes_nothing():

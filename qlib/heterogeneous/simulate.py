@@ -504,7 +504,8 @@ def simulate(lam: float, mus: ArrayLike, *, steps: int, replicas: int | None = N
         busy_fraction=(tot_busy / steps).T[:, inv], throughput=(tot_done / time).T[:, inv],
         mean_queue=tot_q / steps, wait_fraction=wait_fraction, arrivals=tot_arr,
         time=np.full(replicas, time), state=state)
-    _cache.report_heterogeneous(res, start, routing_exponent, seeded=initial is None)  # provenance (cache.recording)
+    _cache.report_heterogeneous(res, start, routing_exponent,
+                                seeded=initial is None)  # provenance (cache.recording)
     return res
 
 

@@ -13,11 +13,11 @@ In smoke mode every figure says "smoke" on it.
 from __future__ import annotations
 
 import functools
+import os
+from collections.abc import Callable, Iterator, MutableMapping
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Callable, Iterator, MutableMapping
-
-import os
+from typing import Any
 
 import matplotlib
 

@@ -10,7 +10,6 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from qlib.plots import plain_log_ticks
-
 from qlib.studies.families import FamiliesResult
 
 _MARKERS = "osD^vP<>X*"
@@ -30,17 +29,17 @@ def concentration_families_figure(result: FamiliesResult):
     fig, ax = plt.subplots(figsize=(8.4, 4.4))
     for i, f in enumerate(result.families):
         p = np.array([f.p_k(j) for j in range(f.ns.size)])
-        line = ax.errorbar(f.ns, p[:, 0], yerr=_err(p[:, 0], p[:, 1], p[:, 2]), marker=_MARKERS[i % 10], capsize=3,
-                           ls="-" if f.gamma > 0 else "--", label=_label(f))
+        line = ax.errorbar(f.ns, p[:, 0], yerr=_err(p[:, 0], p[:, 1], p[:, 2]), marker=_MARKERS[i % 10],
+                           capsize=3, ls="-" if f.gamma > 0 else "--", label=_label(f))
         out = [j for j in range(f.ns.size) if not f.inside(j)]
         if out:
-            ax.scatter(f.ns[out], p[out, 0], s=90, facecolors="white", edgecolors=line[0].get_color(), zorder=4,
-                       marker=_MARKERS[i % 10])
+            ax.scatter(f.ns[out], p[out, 0], s=90, facecolors="white", edgecolors=line[0].get_color(),
+                       zorder=4, marker=_MARKERS[i % 10])
     p_min = result.parameters["claims"]["p_min"]
     ax.axhline(p_min, color="k", ls=":", lw=1, label=f"pre-set threshold {p_min:g}")
     ax.set(xscale="log", xlabel="$n$", ylabel=r"$P(\max = k)$", ylim=(-0.02, 1.02),
-           title="$\\lambda = 1 - n^{-\\alpha}$, $d = \\lfloor n^\\beta \\rfloor$: fraction of time the longest queue is $k$\n"
-                 "(open markers: outside the hypotheses H0–H3)")
+           title="$\\lambda = 1 - n^{-\\alpha}$, $d = \\lfloor n^\\beta \\rfloor$: fraction of time the "
+                 "longest queue is $k$\n(open markers: outside the hypotheses H0–H3)")
     ax.title.set_fontsize(9.5)
     plain_log_ticks(ax)
     ax.legend(fontsize=7.5, loc="center left", bbox_to_anchor=(1.01, 0.5))  # beside the data, never on it
@@ -73,7 +72,8 @@ def family_map_figure(result: FamiliesResult):
     fig.colorbar(sc, ax=ax).set_label(r"$P(\max = k)$ at the family's largest $n$")
     ax.set(xlim=(0.2, 0.75), ylim=(0.35, 1.0), xlabel=r"$\beta$ ($d = \lfloor n^\beta \rfloor$)",
            ylabel=r"$\alpha$ ($1 - \lambda = n^{-\alpha}$)",
-           title=r"families over $(\alpha, \beta)$: $\gamma = 1 - 2\alpha + (k-1)\beta > 0$ below the red line")
+           title=r"families over $(\alpha, \beta)$: $\gamma = 1 - 2\alpha + (k-1)\beta > 0$ below the red "
+                 r"line")
     ax.title.set_fontsize(9.5)
     ax.legend(fontsize=8, loc="lower right")
     return fig

@@ -13,10 +13,16 @@ import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.colors import BoundaryNorm
 
-from qlib.studies.max_length import (INDEPENDENT_BAND, Estimates, FromEmptyRun, InteractiveRun, MaxLengthResult,
-                                     ProfileView)
-from qlib.supermarket.theory import asymptotic_profile, fluid_fixed_point
+from qlib.studies.max_length import (
+    INDEPENDENT_BAND,
+    Estimates,
+    FromEmptyRun,
+    InteractiveRun,
+    MaxLengthResult,
+    ProfileView,
+)
 from qlib.supermarket.refined import refined_mean_field
+from qlib.supermarket.theory import asymptotic_profile, fluid_fixed_point
 
 
 def _k_map(ax, eps_range, d_range, kmax: int = 8):
@@ -94,7 +100,8 @@ def _profile_panel(ax, e: Estimates, j: int, title: str):
     ax.errorbar(i, y, yerr=err, fmt="o", color="C3", ms=4, capsize=3, label="simulation (95% CI)")
     ax.plot(i, np.maximum(fl, 1e-300), "k_", ms=16, mew=2, label=r"fluid fixed point ($n \to \infty$)")
     a = asymptotic_profile(d, lam)
-    ax.plot(np.arange(a.size), a, "s", mfc="none", mec="tab:green", ms=8, mew=1.4, label="asymptotic formulas")
+    ax.plot(np.arange(a.size), a, "s", mfc="none", mec="tab:green", ms=8, mew=1.4,
+            label="asymptotic formulas")
     ax.axvline(k, color="grey", ls=":", lw=1)
     ax.set(yscale="log", ylim=(1e-5, 1.5), xticks=i, xlabel="queue length $i$")
     ax.set_title(title, fontsize=8)
@@ -140,7 +147,8 @@ def concentration_figure(result: MaxLengthResult):
     ax.plot(e.n, pk, "s--", color="C2", label="fraction of queues at k")
     ax.set(xscale="log", ylim=(-0.02, 1.05), xlabel="n (queues)", ylabel="fraction",
            title=f"Along $\\lambda = 1 - n^{{-{result.parameters['family']['alpha']:g}}}$, $d = \\lfloor n^{{"
-                 f"{result.parameters['family']['beta']:g}}}\\rfloor$ ($k$ = {sorted(set(int(x) for x in e.k))})")
+                 f"{result.parameters['family']['beta']:g}}}\\rfloor$ ($k$ = "
+                 f"{sorted(set(int(x) for x in e.k))})")
     ax.title.set_fontsize(9)
     ax.legend(fontsize=7)
     return fig
@@ -166,11 +174,14 @@ def finite_n_figure(result: MaxLengthResult):
                 label=f"refined mean field, order 1/n{'²' if order == 2 else ''}")
     ax.axhline(1.0, color="k", lw=1, ls=":", label="fluid fixed point")
     ax.fill_between([1e5 / 1.3, 1e5 * 1.3], *INDEPENDENT_BAND, color="grey", alpha=0.3,
-                    label=f"independent codes at n = 1e5, ~1200 τ ({INDEPENDENT_BAND[0]:g}-{INDEPENDENT_BAND[1]:g}x)")
+                    label="independent codes at n = 1e5, ~1200 τ "
+                          f"({INDEPENDENT_BAND[0]:g}-{INDEPENDENT_BAND[1]:g}x)")
     sh = result.finite_n_short["tail"] / fl
     n_sh = float(result.finite_n_short["n"])
-    ax.errorbar([n_sh * 1.15], [sh.mean()], yerr=[1.96 * sh.std(ddof=1) / math.sqrt(sh.size)], fmt="x", color="k",
-                ms=8, capsize=3, label=f"{float(result.finite_n_short['taus']):g} τ from the fluid point (old protocol)")
+    ax.errorbar([n_sh * 1.15], [sh.mean()], yerr=[1.96 * sh.std(ddof=1) / math.sqrt(sh.size)], fmt="x",
+                color="k",
+                ms=8, capsize=3,
+                label=f"{float(result.finite_n_short['taus']):g} τ from the fluid point (old protocol)")
     ax.set(xscale="log", yscale="log", xlabel="n (queues)", ylabel="E[u_3]/n ÷ fluid s_3",
            title=f"Finite-$n$ tail at length 3 ($\\lambda$ = {float(fn.lam[0]):.6g}, $d$ = {int(fn.d[0])})")
     ax.legend(fontsize=7)
@@ -191,7 +202,8 @@ def from_empty_figure(data: FromEmptyRun, n: int, d: int, lam: float):
     ax.plot([], [], "k--", lw=1, label="fluid ODE from empty")
     ax.set_xlabel(f"time in relaxation times τ = {tau:.1f} (mean service times)")
     ax.set_ylabel("fraction of queues with length >= i")
-    ax.set_title(f"From empty to equilibrium ($n$ = {n:g}, $d$ = {d}, $\\lambda$ = {float(lam):.6g})", fontsize=10)
+    ax.set_title(f"From empty to equilibrium ($n$ = {n:g}, $d$ = {d}, $\\lambda$ = {float(lam):.6g})",
+                 fontsize=10)
     ax.legend(fontsize=7, ncol=2)
     return fig
 

@@ -11,7 +11,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from qlib import stats
-from qlib.studies.mixing import Exploration, MixingResult, MeetingTimes, lower_time, reference_time
+from qlib.studies.mixing import Exploration, MeetingTimes, MixingResult, lower_time, reference_time
 from qlib.supermarket.refined import relaxation_time
 from qlib.supermarket.theory import steps_per_time
 
@@ -40,9 +40,11 @@ def upper_bounds_figure(result: MixingResult):
             mean, h = _mean_ci(r)
             ax.errorbar(m.n, mean, yerr=h, fmt="o-", color=c, capsize=3, label=lab)
     g = result.top
-    drain = [(1 + lam) * n / (1 - lam) / reference_time(int(n), int(d), float(lam)) for n, d, lam in zip(g.n, g.d, g.lam)]
+    drain = [(1 + lam) * n / (1 - lam) / reference_time(int(n), int(d), float(lam))
+             for n, d, lam in zip(g.n, g.d, g.lam)]
     ax.plot(g.n, drain, "k:", label="drain term (1+λ)n/(1-λ), same scale")
-    for m, lab, mk in ((result.good_jsq2, "JSQ(2), good start", "v"), (result.uncoupled, "uncoupled chains", "x")):
+    for m, lab, mk in ((result.good_jsq2, "JSQ(2), good start", "v"),
+                       (result.uncoupled, "uncoupled chains", "x")):
         r, ref = _ratios(m)
         unmet = ~np.isfinite(r).all(axis=1)
         cap = m.cap / ref
@@ -64,7 +66,8 @@ def d_scaling_figure(result: MixingResult):
     ax.errorbar(d, mean, yerr=h, fmt="o-", capsize=3, label="JSQ(d), good start (95% CI)")
     if np.all(np.isfinite(f.T)):
         mf, hf = _mean_ci(f.T)
-        ax.errorbar(d, mf, yerr=hf, fmt="s--", capsize=3, color="C3", label=f"d held at {int(f.d[0])} (wrong model)")
+        ax.errorbar(d, mf, yerr=hf, fmt="s--", capsize=3, color="C3",
+                    label=f"d held at {int(f.d[0])} (wrong model)")
     k = int(m.k[0])
     ax.plot(d, mean[0] * (d / d[0]) ** (k - 1), "k:", label=f"∝ d^(k-1) = d^{k - 1}")
     fit = stats.fit_power_law(d, m.T) if np.all(np.isfinite(m.T)) else None
@@ -85,15 +88,18 @@ def lower_bound_figure(result: MixingResult):
     fig, ax = plt.subplots(figsize=(6.6, 4.2))
     for j in range(lo.n.size):
         x = lo.times[j] / lower_time(int(lo.n[j]), int(lo.d[j]), float(lo.lam[j]))
-        ax.plot(x, lo.p_good[j] - lo.pi_A[j], "-", color=f"C{j}", label=f"n = {int(lo.n[j])}, displaced good start")
-        ax.plot(x, lo.p_stationary[j] - lo.pi_A[j], ":", color=f"C{j}", label=f"n = {int(lo.n[j])}, stationary start")
+        ax.plot(x, lo.p_good[j] - lo.pi_A[j], "-", color=f"C{j}",
+                label=f"n = {int(lo.n[j])}, displaced good start")
+        ax.plot(x, lo.p_stationary[j] - lo.pi_A[j], ":", color=f"C{j}",
+                label=f"n = {int(lo.n[j])}, stationary start")
     ax.axhline(thr, color="grey", lw=1, label="1/4")
     ax.axvline(0.2, color="k", lw=1, ls="--", label=r"$0.2\, n (\lambda d)^{k-1}$")
     ax.set(xscale="log", ylim=(-0.15, 0.55), xlabel=r"$t \,/\, n (\lambda d)^{k-1}$",
            ylabel=r"$P_t(A) - \pi(A)$  ($\leq d_{TV}$)",
            title=r"(c) lower bound: from a good start the chain needs a time of order $n(\lambda d)^{k-1}$")
     ax.title.set_fontsize(9)
-    ax.legend(fontsize=7, ncol=2, loc="upper center", bbox_to_anchor=(0.5, -0.16))  # below the axes, off the curves
+    ax.legend(fontsize=7, ncol=2, loc="upper center",
+              bbox_to_anchor=(0.5, -0.16))  # below the axes, off the curves
     fig.tight_layout()
     return fig
 
@@ -107,14 +113,16 @@ def tail_figure(result: MixingResult):
         m = float(np.median(T))
         t = np.sort(T) / m
         surv = 1 - np.arange(1, t.size + 1) / t.size
-        ax.step(t, np.maximum(surv, 0.5 / t.size), where="post", label=f"bottom/top coupling, {T.size} replicas")
+        ax.step(t, np.maximum(surv, 0.5 / t.size), where="post",
+                label=f"bottom/top coupling, {T.size} replicas")
         x = np.linspace(1, max(3.0, t.max()), 50)
         ax.plot(x, 0.5 ** x, "k--", lw=1, label="submultiplicative bound P(T > m)^(t/m)")
     Tu = result.tail_uncoupled.T[0]
     ax.axhline(float(np.mean(~np.isfinite(Tu) | (Tu > 0))), color="C3", ls=":",
                label="uncoupled chains: fraction not met by the cap")
     ax.set(yscale="log", xlabel="t / median(T_meet)", ylabel="P(T_meet > t)",
-           title=f"(d) exponential decay past the mixing time (n = {int(result.tail.n[0])}, d = {int(result.tail.d[0])})")
+           title=f"(d) exponential decay past the mixing time (n = {int(result.tail.n[0])}, d = "
+                 f"{int(result.tail.d[0])})")
     ax.title.set_fontsize(9)
     ax.legend(fontsize=7)
     return fig

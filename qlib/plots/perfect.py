@@ -11,9 +11,8 @@ from __future__ import annotations
 import matplotlib.pyplot as plt
 import numpy as np
 
-from qlib.plots import plain_log_ticks
-
 from qlib import stats
+from qlib.plots import plain_log_ticks
 from qlib.studies.perfect import PerfectResult
 
 
@@ -39,7 +38,8 @@ def coalescence_figure(result: PerfectResult):
         sel = c.lam == lam
         below = " (below the axis)" if floor[sel].max() < low else ""
         ax.plot(c.n[sel], floor[sel], ":", color=f"C{i}", label=f"$\\lambda$ = {lam:g}: floor $nL${below}")
-    ax.set(xscale="log", yscale="log", ylim=(low, high), xlabel=f"$n$ (queues); $d$ = {int(c.d[0])}, $L = k + 3$",
+    ax.set(xscale="log", yscale="log", ylim=(low, high),
+           xlabel=f"$n$ (queues); $d$ = {int(c.d[0])}, $L = k + 3$",
            ylabel=r"steps / $(1+\lambda) n \tau$", title="(a) cost of an exact sample, in relaxation times")
     plain_log_ticks(ax)
     ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=2)
@@ -70,8 +70,8 @@ def explore_figure(x):
     yerr = np.vstack([x.max_law - x.max_low, x.max_high - x.max_law]).clip(min=0)
     ax.bar(i, x.max_law, yerr=yerr, capsize=3, color="C2", alpha=0.8)
     ax.set(xlabel="longest queue", ylabel="fraction of samples", ylim=(0, 1.05),
-           title=f"n = {x.n}, d = {x.d}, λ = {x.lam:g}, L = {x.capacity}: {x.samples.shape[0]} exact samples, "
-                 f"mean coalescence {np.mean(x.coalescence):.3g} steps")
+           title=f"n = {x.n}, d = {x.d}, λ = {x.lam:g}, L = {x.capacity}: {x.samples.shape[0]} exact "
+                 f"samples, mean coalescence {np.mean(x.coalescence):.3g} steps")
     return fig
 
 

@@ -8,10 +8,9 @@ from __future__ import annotations
 import matplotlib.pyplot as plt
 import numpy as np
 
-from qlib.plots import plain_log_ticks
-
-from qlib.studies.who_works_the_most import FAMILIES, ClaimsGrid, Profile, profile
 from qlib.heterogeneous.simulate import SimulationResult
+from qlib.plots import plain_log_ticks
+from qlib.studies.who_works_the_most import FAMILIES, ClaimsGrid, Profile, profile
 
 
 def busy_and_work_figure(profiles: list[Profile], sims: list[SimulationResult | None] | None = None):
@@ -27,10 +26,12 @@ def busy_and_work_figure(profiles: list[Profile], sims: list[SimulationResult | 
                 est = s.estimate(name)
                 ax.errorbar(s.mus, est.mean, yerr=est.halfwidth(), fmt="o", ms=4, color=col, capsize=2,
                             label="simulated ± 95% CI" if (i == 0 and ax is a1) else None)
-    a1.set(xscale="log", xlabel=r"service rate $\mu_j$", ylabel=r"$P_j = P(\mathrm{server}\ j\ \mathrm{busy})$",
+    a1.set(xscale="log", xlabel=r"service rate $\mu_j$",
+           ylabel=r"$P_j = P(\mathrm{server}\ j\ \mathrm{busy})$",
            title="the faster a server, the less often it is busy")
     a2.set(xscale="log", yscale="log", xlabel=r"service rate $\mu_j$",
-           ylabel=r"$\mu_j P_j$ (completions per unit time)", title="... yet the faster it is, the more it works")
+           ylabel=r"$\mu_j P_j$ (completions per unit time)",
+           title="... yet the faster it is, the more it works")
     for a in (a1, a2):
         plain_log_ticks(a)
     a1.legend(fontsize=8)
@@ -48,7 +49,8 @@ def band_figure(p: Profile, ax=None):
     x = np.arange(len(L))
     ax.vlines(x, lo, hi, lw=6, alpha=0.35, color="C0", label="band ((mu_m/mu_l) P_m, P_m)")
     ax.plot(x, p.busy[L], "o", color="C3", label="P_l (faster server)")
-    ax.set(xticks=x, xticklabels=[f"{l + 1}|{m + 1}" for l, m in zip(L, M)], xlabel="pair l|m (servers fastest first)",
+    ax.set(xticks=x, xticklabels=[f"{l + 1}|{m + 1}" for l, m in zip(L, M)],
+           xlabel="pair l|m (servers fastest first)",
            ylabel="probability", title=f"claim 3 (= claims 1 and 2) at rho = {p.rho:g}, spread {p.spread:g}")
     if len(x) > 12:
         ax.set_xticks(x[:: max(1, len(x) // 12)])
@@ -124,11 +126,12 @@ def grid_figure(grid: ClaimsGrid):
                 continue
             m = np.minimum(grid.min_rel1[sel], grid.min_rel2[sel])
             ax.plot(grid.rho[sel], m, "o-", ms=3, color=cmap(i / max(1, len(ns) - 1)), label=f"n = {n}")
-        ax.set(xscale="log", yscale="log", xlabel=r"load $\rho = \lambda \,/\, \Sigma_j\, \mu_j$", title=f"rates: {FAMILIES[f]}")
+        ax.set(xscale="log", yscale="log", xlabel=r"load $\rho = \lambda \,/\, \Sigma_j\, \mu_j$",
+               title=f"rates: {FAMILIES[f]}")
     axes[0].set_ylabel("smallest relative margin of claims 1 and 2")
     # one colour scale for n instead of a legend per line: legible at notebook width
-    from matplotlib.colors import BoundaryNorm
     from matplotlib.cm import ScalarMappable
+    from matplotlib.colors import BoundaryNorm
 
     norm = BoundaryNorm(np.arange(len(ns) + 1) - 0.5, max(2, len(ns)))
     sm = ScalarMappable(norm=norm, cmap=cmap.resampled(max(2, len(ns))))

@@ -10,10 +10,11 @@
 
 T is computed in float64 (:func:`join_words`; its relative error, tested against exact
 integers, is 4 (|log g| + 1) 2^-53 with replacement and 2e-12 without), so the joining
-probabilities are exact up to that relative error; T(n) = 2^64 - 1 and word 2 is capped at 2^64 - 2 for the arrival compare (both words
-hit only u = n, where g = 1), so an arrival into an all-busy state joins a busy queue for
-every d and the counts never leave [0, n]. T is non-decreasing in u (its relative step
-g(u+1)/g(u) - 1 >= d/(u+1) >= 2^-32 is far above its error), so the hits are a prefix.
+probabilities are exact up to that relative error; T(n) = 2^64 - 1 and word 2 is capped at
+2^64 - 2 for the arrival compare (both words hit only u = n, where g = 1), so an arrival into an
+all-busy state joins a busy queue for every d and the counts never leave [0, n]. T is
+non-decreasing in u (its relative step g(u+1)/g(u) - 1 >= d/(u+1) >= 2^-32 is far above its
+error), so the hits are a prefix.
 The kernel carries T(u_i) per level and recomputes it only where a step changes a count: by a
 lookup in a per-point table of T(0..n) (:func:`join_table`, when all points' tables together
 have at most :data:`TABLE_ENTRIES` entries), else by the formula. Both give the same words.
@@ -163,7 +164,8 @@ def join_table(n: np.ndarray, d: np.ndarray, replacement: bool):
     if sizes.sum() > TABLE_ENTRIES:
         return None
     starts = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)
-    u = np.concatenate([np.arange(s, dtype=np.uint64) for s in sizes]) if sizes.size else np.zeros(0, np.uint64)
+    u = np.concatenate([np.arange(s, dtype=np.uint64) for s in sizes]) if sizes.size else np.zeros(0,
+                                                                                                   np.uint64)
     pn = np.repeat(uniq[:, 0].astype(np.uint64), sizes)
     pd = np.repeat(uniq[:, 1], sizes)
     with jax.enable_x64(True):

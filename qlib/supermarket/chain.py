@@ -38,15 +38,35 @@ from qlib import _sharding
 from qlib import _validate as V
 from qlib._progress import progress_bar
 from qlib._xla import auto_configure
+
 # the pieces of the chain, by role; their names stay importable from here
-from qlib.supermarket.arrival import (EVENT_KINDS, MODEL, TABLE_ENTRIES, WITH_REPLACEMENT_ONLY,  # noqa: F401
-                                      EventMap, Events, _events, _hits, _with_norm, departure_rank, draw,
-                                      draw_block, join_index, join_table, join_threshold, join_words,
-                                      level, log_falling, log_g, uniform_log)
+from qlib.supermarket.arrival import (  # noqa: F401
+    EVENT_KINDS,
+    MODEL,
+    TABLE_ENTRIES,
+    WITH_REPLACEMENT_ONLY,
+    EventMap,
+    Events,
+    _events,
+    _hits,
+    _with_norm,
+    departure_rank,
+    draw,
+    draw_block,
+    join_index,
+    join_table,
+    join_threshold,
+    join_words,
+    level,
+    log_falling,
+    log_g,
+    uniform_log,
+)
 from qlib.supermarket.lanes import ChainState, LaneParams, lane_params, point_params, simulated_lam  # noqa: F401
 from qlib.supermarket.loop import _fast_step, _step, apply  # noqa: F401
 from qlib.supermarket.loop import advance_fn as _advance_fn  # (tests patch it here)
 from qlib.supermarket.observers import FLOW_BITS, OBSERVERS, flow_g, flow_units  # noqa: F401
+
 # the resolvable ranges and the exact event map live with the validated point
 from qlib.supermarket.point import LAM_RESOLUTION, MAX_N, Point, arrival_threshold  # noqa: F401
 
@@ -93,7 +113,8 @@ def group_width(lanes_per_device: int, levels: int, chains: int, observe: str, r
         return lanes_per_device
     per = _LOOP_BYTES[observe] * (levels + 1) * chains * _WORDS_FACTOR
     g = 1
-    while g * 2 <= lanes_per_device and lanes_per_device % (g * 2) == 0 and (g * 2) * per <= small_loop_bytes():
+    while g * 2 <= lanes_per_device and lanes_per_device % (g * 2) == 0 and (g
+                                                                             * 2) * per <= small_loop_bytes():
         g *= 2
     return g
 
@@ -192,7 +213,8 @@ class ChainDriver:
         with jax.enable_x64(True):
             self.params = LaneParams(*(self._put(a) for a in ps))
             self.state = ChainState(self._put(rng), self._put(u), self._put(np.zeros(W, np.int64)))
-            table, offsets = self.table if self.table is not None else (np.zeros(1, np.uint64), np.zeros(W, np.int64))
+            table, offsets = self.table if self.table is not None else (np.zeros(1, np.uint64),
+                                                                        np.zeros(W, np.int64))
             # every device holds the whole table: the host table tiled once per device, split by device
             self._words = (self._put(np.tile(table, D)), self._put(offsets))
         self.seen = np.zeros((self.levels + 1, W), bool)
@@ -248,8 +270,8 @@ class ChainDriver:
             raise RuntimeError(f"a queue passed the level limit {self.max_levels}")
         if self.bytes_per_level:
             V.memory("levels", (L + 1) * self.bytes_per_level,
-                     f"the level cap grows to {L}: {L + 1} counts x {self.bytes_per_level:.3g} bytes per count "
-                     "over all replicas and buffers")
+                     f"the level cap grows to {L}: {L + 1} counts x {self.bytes_per_level:.3g} bytes per "
+                     "count over all replicas and buffers")
         with jax.enable_x64(True):
             u = jnp.pad(self.state.u, ((0, 0), (0, L - self.levels), (0, 0)))
             self.state = ChainState(self.state.rng, self._put(u), self._put(np.zeros(self.width, np.int64)))
@@ -335,7 +357,8 @@ class ChainDriver:
                     break  # every process agrees
                 self._grow()  # an arrival would pass the cap: more levels, rerun the chunk
                 if sums:
-                    sum_u, sum_busy = pad_levels(sum_u, self.levels + 1), pad_levels(sum_busy, self.levels + 1)
+                    sum_u, sum_busy = pad_levels(sum_u, self.levels + 1), pad_levels(sum_busy,
+                                                                                     self.levels + 1)
                     if sum_flow is not None:
                         sum_flow = pad_levels(sum_flow, self.levels + 1)
                 out["frames"] = [pad_levels(f, self.levels + 1, axis=1) for f in out["frames"]]

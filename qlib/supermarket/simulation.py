@@ -551,7 +551,8 @@ def _run(pts: list[_Plan], R: int, replacement: bool, batches: int, record_every
         )
         for j, p in enumerate(pts)
     ]
-    _cache.report_simulation(pts, results, variant, capacity)  # provenance of stored results (cache.recording)
+    _cache.report_simulation(pts, results, variant,
+                             capacity)  # provenance of stored results (cache.recording)
     return results
 
 

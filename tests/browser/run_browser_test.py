@@ -126,7 +126,7 @@ class Lab:
         self.proc: subprocess.Popen | None = None
         self.log_path = tmp / "jupyterlab.log"
 
-    def __enter__(self) -> "Lab":
+    def __enter__(self) -> Lab:
         settings, workspaces = self.tmp / "lab-settings", self.tmp / "lab-workspaces"
         for rel, value in LAB_SETTINGS.items():
             (settings / rel).parent.mkdir(parents=True, exist_ok=True)
@@ -237,7 +237,7 @@ STATE_JS = (
   const dialog = document.querySelector('.jp-Dialog');
   return {prompts, indicator: ind ? ind.getAttribute('data-status') : null, errors,
           dialog: dialog ? dialog.textContent.slice(0, 500) : null};
-}"""
+}"""  # noqa: UP031  (a JavaScript text full of braces)
     % STDERR_OUT
 )
 
@@ -388,7 +388,8 @@ def check_notebook(context, lab: Lab, name: str, args) -> Result:
             handle = s.locator(".noUi-handle").first
             times = []
             for key in (["ArrowRight", "ArrowLeft"] * args.presses)[: 2 * args.presses]:
-                ms = timed(page, img, lambda: handle.press(key), int(args.redraw_timeout * 1000))
+                ms = timed(page, img, lambda: handle.press(key),  # noqa: B023  (called within this iteration)
+                           int(args.redraw_timeout * 1000))
                 times.append(ms)
                 page.wait_for_timeout(150)
             res.latencies_ms[label] = times

@@ -21,9 +21,10 @@ from pathlib import Path
 import numpy as np
 
 import qlib  # noqa: E402
+
 qlib.configure_xla()  # before JAX: host devices, small loops
-import qlib.supermarket as sm
-from qlib.supermarket import coupling as C
+import qlib.supermarket as sm  # noqa: E402
+from qlib.supermarket import coupling as C  # noqa: E402
 
 FIELDS = ("tail_fraction", "max_length", "max_length_distribution", "counts", "batch_tail_fraction",
           "trajectory")

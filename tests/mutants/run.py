@@ -82,9 +82,11 @@ class Mutant(NamedTuple):
 M = Mutant
 MUTANTS = [
     # ---- the supermarket count chain
-    M("arrival_level_plus1", LOOP, "idx = jnp.where(arrival, lvl + 1, lvl)", "idx = jnp.where(arrival, lvl + 2, lvl)",
+    M("arrival_level_plus1", LOOP, "idx = jnp.where(arrival, lvl + 1, lvl)",
+      "idx = jnp.where(arrival, lvl + 2, lvl)",
       "an arrival joins one length above the one chosen (one-hot update)"),
-    M("arrival_level_minus1", LOOP, "idx = jnp.where(arrival, lvl + 1, lvl)", "idx = jnp.where(arrival, lvl, lvl)",
+    M("arrival_level_minus1", LOOP, "idx = jnp.where(arrival, lvl + 1, lvl)",
+      "idx = jnp.where(arrival, lvl, lvl)",
       "an arrival joins one length below the one chosen (one-hot update)"),
     M("departure_rank_plus1", ARRIVAL,
       "return (((w >> 32) * n + (((w & jnp.uint64(_M32)) * n) >> 32)) >> 32).astype(jnp.int64)",
@@ -122,7 +124,8 @@ MUTANTS = [
     M("level_cap_off_by_one", LOOP, "top = jnp.any(ev.arrival[None] & c[:, -1], axis=0)",
       "top = jnp.any(ev.arrival[None] & c[:, -2], axis=0)",
       "overflow flagged one level below the cap (the cap grows past final_levels)"),
-    M("departure_from_empty", LOOP, "delta = jnp.where(arrival, 1, -(lvl > 0).astype(jnp.int32)).astype(u.dtype)",
+    M("departure_from_empty", LOOP,
+      "delta = jnp.where(arrival, 1, -(lvl > 0).astype(jnp.int32)).astype(u.dtype)",
       "delta = jnp.where(arrival, 1, -(lvl >= 0).astype(jnp.int32)).astype(u.dtype)",
       "a departure at length 0 removes a queue (u_0 - 1)"),
     # ---- the heterogeneous simulator
@@ -147,7 +150,8 @@ MUTANTS = [
       "j = j + (w1 > cuts[t]).astype(jnp.uint32)", "bits kernel: word C_j goes to server j - 1"),
     M("het_busy_lazy_update_dropped", HET,
       "v = jnp.where(join, -s64, jnp.where(free, s64, jnp.int64(0))) * (1 << 32) + hit.astype(jnp.int64)",
-      "v = jnp.where(join, jnp.int64(0), jnp.where(free, s64, jnp.int64(0))) * (1 << 32) + hit.astype(jnp.int64)",
+      "v = jnp.where(join, jnp.int64(0), jnp.where(free, s64, jnp.int64(0))) * (1 << 32)"
+      " + hit.astype(jnp.int64)",
       "bits kernel: the busy time's lazy -s at a join dropped"),
     M("het_busy_end_correction_dropped", HET,
       "busy = (acc_srv >> 32) + jnp.asarray(nsteps, jnp.int64) * _busy_bits(mask, n)",
@@ -157,7 +161,8 @@ MUTANTS = [
 #: The mutants that are a wrong model of the registry (``qlib.supermarket.variants.WRONG_MODELS``), by
 #: its key: the suite must kill the bug that the evidence runs on purpose as that wrong model.
 MUTANT_MODELS = {"join_d_minus_1": "d-1", "departure_rank_plus1": "departure_off_by_one",
-                 "tie_toward_longer_queue": "arrival_off_by_one", "sampling_rules_swapped_events": "other_sampling"}
+                 "tie_toward_longer_queue": "arrival_off_by_one",
+                 "sampling_rules_swapped_events": "other_sampling"}
 
 
 def _check_models() -> None:
@@ -167,7 +172,8 @@ def _check_models() -> None:
     registry = (ROOT / "qlib/supermarket/variants.py").read_text()
     for mutant, key in MUTANT_MODELS.items():
         if mutant not in names or f'    "{key}": WrongModel(' not in registry:
-            raise SystemExit(f"MUTANT_MODELS: {mutant!r} -> {key!r} is not a mutant here and a key of WRONG_MODELS")
+            raise SystemExit(f"MUTANT_MODELS: {mutant!r} -> {key!r} is not a mutant here and a key of "
+                             "WRONG_MODELS")
 
 # a mutant's own list first (its likeliest killers), then the net of its kernel
 OWN = {
@@ -200,7 +206,8 @@ def apply(repo: Path, m: Mutant) -> str:
     count = text.count(m.old)
     if count != 1:
         raise SystemExit(f"mutant {m.name}: its snippet occurs {count} times in {m.file} (must be once); "
-                         f"the code moved: re-point the mutant in tests/mutants/run.py.\n  snippet: {m.old!r}")
+                         "the code moved: re-point the mutant in tests/mutants/run.py.\n"
+                         f"  snippet: {m.old!r}")
     path.write_text(text.replace(m.old, m.new))
     return text
 
@@ -209,21 +216,23 @@ FAILED = re.compile(r"^(?:FAILED|ERROR) (\S+)", re.M)
 
 
 def pytest(repo: Path, tests: list[str], env: dict, timeout: float) -> tuple[int, str, float]:
-    cmd = [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", "-m", "not slow and not validation",
-           "--no-header", "-o", "addopts=-ra", *tests]
+    cmd = [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", "-m",
+           "not slow and not validation", "--no-header", "-o", "addopts=-ra", *tests]
     t0 = time.time()
     try:
         p = subprocess.run(cmd, cwd=repo, env=env, capture_output=True, text=True, timeout=timeout)
         return p.returncode, p.stdout + p.stderr, time.time() - t0
     except subprocess.TimeoutExpired as e:
-        return -1, (e.stdout or b"").decode() if isinstance(e.stdout, bytes) else (e.stdout or ""), time.time() - t0
+        return -1, (e.stdout or b"").decode() if isinstance(e.stdout,
+                                                            bytes) else (e.stdout or ""), time.time() - t0
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--list", action="store_true", help="print the mutants and exit")
     ap.add_argument("--only", nargs="*", help="run only these mutants")
-    ap.add_argument("--timeout", type=float, default=600, help="seconds per mutant run (a hang counts as killed)")
+    ap.add_argument("--timeout", type=float, default=600,
+                    help="seconds per mutant run (a hang counts as killed)")
     ap.add_argument("--report", type=Path, help="write the table (Markdown) here")
     args = ap.parse_args(argv)
     chosen = [m for m in MUTANTS if not args.only or m.name in args.only]
@@ -247,7 +256,8 @@ def main(argv=None) -> int:
         where = subprocess.run([sys.executable, "-c", "import qlib; print(qlib.__file__)"], cwd=repo, env=env,
                                capture_output=True, text=True).stdout.strip()
         if not where.startswith(str(repo)):
-            raise SystemExit(f"the copy's qlib is not the one imported ({where}); check PYTHONPATH / the install")
+            raise SystemExit(f"the copy's qlib is not the one imported ({where}); check PYTHONPATH / the "
+                             "install")
         union = list(dict.fromkeys(t for m in chosen for t in tests_for(m)))
         print(f"baseline: {len(union)} test selections on the unmutated copy ...", flush=True)
         rc, out, dt = pytest(repo, union, env, args.timeout * 2)
