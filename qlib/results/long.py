@@ -1,0 +1,169 @@
+"""The long tier (``make results-long``): the studies run with the long tier written, one
+progress line per stored entry, and the ``python -m qlib results`` / ``results-long`` command line.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from qlib.results.checkpoints import verify
+from qlib.results.freshness import stale_reasons
+from qlib.results.store import STUDY_ENV, TIERS, entries
+from qlib.results.tier import _primary, summary, writing
+
+
+class _Progress:
+    """One line per stored entry of a long job: entries, replica-steps done of the estimated
+    total, the measured rate and the ETA of the whole job."""
+
+    def __init__(self, estimate: float, out=print):
+        self.estimate, self.out = estimate, out
+        self.t0 = time.perf_counter()
+        self.done = 0.0  # replica-steps computed in this process
+        self.entries = 0
+
+    def update(self, rec: Mapping) -> None:
+        self.entries += 1
+        self.done += float(rec.get("replica_steps", 0))
+        wall = time.perf_counter() - self.t0
+        rate = self.done / wall if wall > 0 else 0.0
+        if self.estimate > 0 and rate > 0:
+            left = max(0.0, self.estimate - self.done) / rate
+            eta = (f"{self.done / self.estimate:4.0%} of ~{self.estimate:.3g} replica-steps, "
+                   f"ETA {left / 60:.0f} min")
+        else:
+            eta = "no default-tier records to size the job: no ETA"
+        self.out(
+            f"[qlib] results-long: {self.entries} entries stored ({rec.get('key')}), "
+            f"{self.done:.3g} replica-steps at {rate:.3g}/s, {wall / 60:.1f} min; {eta}",
+            flush=True,
+        )
+
+
+_PROGRESS: _Progress | None = None
+
+
+def long_jobs(only: Sequence[str] | None = None) -> list[tuple[str, str]]:
+    """(title, module) of the studies a long run runs (:data:`qlib.claims.STUDIES`), those whose
+    title or module contains one of ``only``."""
+    from qlib.claims import STUDIES
+
+    jobs = [(t, m) for t, m in STUDIES.items() if not only or any(o in t or o in m for o in only)]
+    if not jobs:
+        raise ValueError(
+            f"--only {list(only or [])} matches no study; the studies are {list(STUDIES.values())}"
+        )
+    return jobs
+
+
+def estimate_work(modules: Sequence[str], scale: float) -> float:
+    """The replica-steps a long run of these studies will take, estimated as ``scale`` times what
+    their default-tier entries recorded (the studies multiply every full-mode run length by the
+    scale; the points added at large scales make it an underestimate, which the rate corrects)."""
+    total = 0.0
+    for e in entries("default"):
+        try:
+            r = e.record()
+        except (OSError, ValueError):
+            continue
+        if r.get("study") in modules or r.get("study") is None:
+            total += float(r.get("replica_steps", 0))
+    return scale * total
+
+
+def run_long(jobs: Sequence[tuple[str, Any]], *, scale: float, mode: str = "full", out=print) -> None:
+    """Run each study's ``run(mode)`` with the long tier written (entries stored one point at a
+    time, atomically; a rerun skips every point the tiers already hold fresh), printing one
+    progress line per stored entry. ``jobs``: (title, module name or callable)."""
+    import importlib
+
+    from qlib.config import SCALE_ENV
+
+    global _PROGRESS
+    modules = [m for _, m in jobs if isinstance(m, str)]
+    os.environ[SCALE_ENV] = repr(float(scale))
+    line = f"python -m qlib results-long --scale {scale:g}" + (f" ({mode} mode)" if mode != "full" else "")
+    _PROGRESS = _Progress(estimate_work(modules, scale), out=out)
+    try:
+        with writing("long", line, out=out):
+            for title, job in jobs:
+                out(f"[qlib] results-long: {title}", flush=True)
+                os.environ[STUDY_ENV] = job if isinstance(job, str) else title
+                fn = importlib.import_module(job).run if isinstance(job, str) else job
+                if isinstance(job, str):
+                    fn(mode, progress=False)
+                else:
+                    fn()
+    finally:
+        os.environ.pop(STUDY_ENV, None)
+        _PROGRESS = None
+
+
+# --------------------------------------------------------------------------- command line
+
+
+def _spawn_processes(argv: Sequence[str], processes: int) -> int:
+    """Run ``python -m qlib.distributed ARGV`` in ``processes`` local processes (one job)."""
+    import socket
+    import subprocess
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    procs = []
+    for i in range(processes):
+        env = dict(
+            os.environ,
+            JAX_COORDINATOR_ADDRESS=f"127.0.0.1:{port}",
+            QLIB_NUM_PROCESSES=str(processes),
+            QLIB_PROCESS_ID=str(i),
+        )
+        procs.append(
+            subprocess.Popen(
+                [sys.executable, "-m", "qlib.distributed", *argv],
+                env=env,
+                stdout=None if i == 0 else subprocess.DEVNULL,
+            )
+        )
+    codes = [p.wait() for p in procs]
+    return max(codes)
+
+
+def cli(a) -> int:
+    """``python -m qlib results`` and ``python -m qlib results-long`` (see :mod:`qlib.__main__`)."""
+    if a.cmd == "results":
+        if a.verify:
+            bad = 0
+            for tier in TIERS:
+                for e in entries(tier):
+                    problems = verify(e, recompute=True) + stale_reasons(
+                        e.record() if e.json.exists() else {}
+                    )
+                    bad += bool(problems)
+                    print(
+                        f"{tier}/{e.stem.name}: {'; '.join(problems) if problems else 'verified'}", flush=True
+                    )
+            print(f"[qlib] results: {bad} entries fail verification")
+            return 1 if bad else 0
+        print(summary())
+        return 0
+    if a.processes < 1:
+        raise ValueError(f"--processes must be an integer >= 1; got {a.processes}")
+    if a.processes > 1 and not os.environ.get("QLIB_NUM_PROCESSES"):
+        argv = (
+            ["results-long", "--scale", repr(a.scale or 10.0)]
+            + (["--only", *a.only] if a.only else [])
+            + (["--smoke"] if a.smoke else [])
+        )
+        return _spawn_processes(argv, a.processes)
+    run_long(
+        long_jobs(a.only),
+        scale=a.scale or 10.0,
+        mode="smoke" if a.smoke else "full",
+        out=lambda *x, **k: print(*x, **k) if _primary() else None,
+    )
+    return 0

@@ -1,0 +1,247 @@
+"""Where stored entries live, how their files are hashed and written, and their record.
+
+The constants and environment variables of :mod:`qlib.results`, the :class:`Entry` of a tier,
+deterministic .npz bytes and atomic writes, and :func:`make_record` (the provenance of an entry).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import os
+import platform
+import sys
+import time
+import zipfile
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from qlib.config import ROOT
+
+TIERS = ("default", "long")
+#: Relative tolerance (to the largest magnitude of the array) of a recomputed float array.
+FLOAT_RTOL = 1e-12
+#: Steps of replica 0 recomputed by a checkpoint (a second or two, compile included).
+CHECKPOINT_STEPS = 2**16
+RESULTS_DIR_ENV = "QLIB_RESULTS_DIR"  # the results folder ("off": none is read or written)
+WRITE_ENV = "QLIB_RESULTS_WRITE"  # the tier a run writes: "default" (make figures) or "long"
+RUN_ENV = "QLIB_RESULTS_RUN"  # the id of that run: an entry computed in it is not computed again
+LOG_ENV = "QLIB_RESULTS_LOG"  # JSON lines: one comparison per written entry
+COMMAND_ENV = "QLIB_RESULTS_COMMAND"  # the command that recomputes the tier, for the record
+LONG_COMMAND = "make results-long"
+STUDY_ENV = "QLIB_RESULTS_STUDY"  # the study a results-long job is running (for its record)
+
+
+class ResultsWarning(UserWarning):
+    """A stored result does not match the code or its record, and is not used."""
+
+
+# --------------------------------------------------------------------------- where
+
+
+def root() -> Path | None:
+    """The results folder: ``$QLIB_RESULTS_DIR`` or ``results/`` at the repository root (None if "off")."""
+    raw = os.environ.get(RESULTS_DIR_ENV, "").strip()
+    if raw.lower() in {"off", "none", "0"}:
+        return None
+    return Path(raw) if raw else ROOT / "results"
+
+
+def tier_dir(tier: str) -> Path | None:
+    if tier not in TIERS:
+        raise ValueError(f"tier must be one of {TIERS}; got {tier!r}")
+    r = root()
+    return None if r is None else r / tier
+
+
+def write_tier() -> str | None:
+    """The tier this process writes (set by ``figures`` / ``results-long``), or None."""
+    t = os.environ.get(WRITE_ENV, "").strip()
+    if t and t not in TIERS:
+        raise ValueError(f"{WRITE_ENV} must be one of {TIERS}; got {t!r}")
+    return t or None
+
+
+def run_id() -> str | None:
+    return os.environ.get(RUN_ENV) or None
+
+
+def entry_key(name: str, params: Mapping, seed: Any) -> str:
+    """NAME-HASH of (name, params, seed): the same for any code version (the record holds those)."""
+    blob = json.dumps({"name": name, "params": _jsonable(params), "seed": _jsonable(seed)}, sort_keys=True)
+    return f"{name}-{hashlib.sha256(blob.encode()).hexdigest()[:16]}"
+
+
+@dataclass(frozen=True)
+class Entry:
+    """A stored entry: its tier and its stem (``stem.npz``, ``stem.json``)."""
+
+    tier: str
+    stem: Path
+
+    @property
+    def npz(self) -> Path:
+        return self.stem.parent / (self.stem.name + ".npz")
+
+    @property
+    def json(self) -> Path:
+        return self.stem.parent / (self.stem.name + ".json")
+
+    def record(self) -> dict:
+        return json.loads(self.json.read_text())
+
+
+def entry(tier: str, name: str, params: Mapping, seed: Any) -> Entry | None:
+    d = tier_dir(tier)
+    return None if d is None else Entry(tier, d / entry_key(name, params, seed))
+
+
+def entries(tier: str) -> list[Entry]:
+    """Every stored entry of a tier (sorted by file name)."""
+    d = tier_dir(tier)
+    if d is None or not d.is_dir():
+        return []
+    return [Entry(tier, p.parent / p.name[:-5]) for p in sorted(d.glob("*.json"))]
+
+
+# --------------------------------------------------------------------------- hashing, files
+
+
+def _jsonable(x: Any) -> Any:
+    return json.loads(json.dumps(x, sort_keys=True, default=str))
+
+
+def array_hash(a: np.ndarray) -> str:
+    """sha256 of an array's dtype, shape and bytes (16 hex digits)."""
+    a = np.ascontiguousarray(a)
+    h = hashlib.sha256(f"{a.dtype.str}{a.shape}".encode())
+    h.update(a.tobytes())
+    return h.hexdigest()[:16]
+
+
+def state_hash(counts: np.ndarray, state: Any) -> str:
+    """Hash of one replica's counts (trailing empty levels dropped) and random state."""
+    u = np.trim_zeros(np.asarray(counts, np.int64).ravel(), "b")
+    h = hashlib.sha256(u.astype("<i8").tobytes())
+    h.update(np.asarray(state, np.uint64).astype("<u8").tobytes())
+    return h.hexdigest()[:16]
+
+
+def _npz_bytes(arrays: Mapping[str, np.ndarray]) -> bytes:
+    """An .npz (np.load reads it) with fixed member timestamps: the same arrays, the same bytes."""
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", compression=zipfile.ZIP_DEFLATED) as z:
+        for k in sorted(arrays):
+            a = np.asarray(arrays[k])
+            if a.dtype == object:
+                raise ValueError(f"array {k!r} has dtype object; a stored result holds plain arrays")
+            b = io.BytesIO()
+            np.lib.format.write_array(b, a, allow_pickle=False)
+            info = zipfile.ZipInfo(k + ".npy", date_time=(1980, 1, 1, 0, 0, 0))
+            info.compress_type = zipfile.ZIP_DEFLATED
+            info.external_attr = 0o644 << 16
+            z.writestr(info, b.getvalue())
+    return buf.getvalue()
+
+
+def _record_text(record: Mapping) -> str:
+    return json.dumps(record, indent=1, sort_keys=True) + "\n"
+
+
+def _atomic_bytes(path: Path, data: bytes) -> None:
+    from qlib.cache import _atomic_write
+
+    def write(f):
+        f.write(data)
+        os.fchmod(f.fileno(), 0o644)  # a file of the repository, not a private temporary
+
+    _atomic_write(path, write, binary=True)
+
+
+# --------------------------------------------------------------------------- the record
+
+
+def machine() -> dict:
+    """Platform, CPU model, cores and JAX's devices of this machine."""
+    cpu = platform.processor() or ""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.lower().startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    out = {"platform": platform.platform(), "cpu": cpu, "cores": os.cpu_count()}
+    try:
+        import jax
+
+        devs = jax.devices()
+        out["devices"] = f"{len(devs)} x {devs[0].device_kind}"
+    except Exception:  # noqa: BLE001 (no device information: still a record)
+        pass
+    return out
+
+
+def versions() -> dict:
+    from qlib.cache import versions as v
+
+    return v() | {"python": platform.python_version()}
+
+
+def command() -> str:
+    return os.environ.get(COMMAND_ENV) or " ".join(
+        ["python"] + [os.path.basename(sys.argv[0])] + sys.argv[1:]
+    )
+
+
+def make_record(
+    tier: str, name: str, params: Mapping, seed: Any, arrays: Mapping[str, np.ndarray], provenance: Mapping
+) -> dict:
+    """The record of an entry. ``provenance`` (from :func:`qlib.cache.recording`): wall_s, cpu_s,
+    computed_together, simulations (chains), checkpoint."""
+    from qlib.cache import git_commit
+
+    sims = list(provenance.get("simulations", []))
+    rec = {
+        "name": name,
+        "params": _jsonable(params),
+        "seed": _jsonable(seed),
+        "key": entry_key(name, params, seed),
+        "tier": tier,
+        "command": command(),
+        "commit": git_commit(),
+        "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "versions": versions(),
+        "machine": machine(),
+        "wall_s": round(float(provenance.get("wall_s", 0.0)), 3),
+        "cpu_s": round(float(provenance.get("cpu_s", 0.0)), 3),
+        "computed_together": int(provenance.get("computed_together", 1)),
+        "study": os.environ.get(STUDY_ENV) or provenance.get("study"),
+        "replicas": max((c["replicas"] for c in sims), default=0),
+        "steps": int(sum(c["steps"] + c["burn_in"] for c in sims)),
+        "replica_steps": int(sum((c["steps"] + c["burn_in"]) * c["replicas"] for c in sims)),
+        "simulations": sims,
+        "checkpoint": provenance.get("checkpoint"),
+        "arrays": {
+            k: {
+                "dtype": np.asarray(v).dtype.str,
+                "shape": list(np.shape(v)),
+                "sha256": array_hash(np.asarray(v)),
+            }
+            for k, v in sorted(arrays.items())
+        },
+        "npz_sha256": hashlib.sha256(_npz_bytes(arrays)).hexdigest()[:16],
+    }
+    rec = _jsonable(rec)
+    return rec | {"record_sha256": _self_hash(rec)}
+
+
+def _self_hash(rec: Mapping) -> str:
+    """sha256 of the record's canonical text without this field: an edited record fails it."""
+    body = {k: v for k, v in rec.items() if k != "record_sha256"}
+    return hashlib.sha256(_record_text(body).encode()).hexdigest()[:16]
