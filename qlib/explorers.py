@@ -15,190 +15,22 @@ the classes wire them to widgets.
 from __future__ import annotations
 
 import io
-import math
-from dataclasses import dataclass
 
 import numpy as np
-from scipy.linalg import solve_continuous_lyapunov
 
-from qlib import _validate as V
-from qlib.supermarket.refined import _levels_for, _second_order
-from qlib.supermarket.theory import (
-    asymptotic_profile,
-    boundary_distance,
-    fluid_fixed_point,
-    predicted_max_length,
+from qlib.slider_theory import (  # noqa: F401  (re-exported: the explorers' tested functions)
+    ProfileView,
+    RefinedProfile,
+    _exact,
+    _falling,
+    _power_derivative,
+    fluid_max_length,
+    mixing_scales,
+    profile_view,
+    pure_derivatives,
+    refined_profile,
 )
-
-# --------------------------------------------------------------------------- theory (NumPy)
-
-
-def _falling(d: int, k: int) -> float:
-    """d (d-1) ... (d-k+1): the k-th derivative of x^d is this times x^(d-k)."""
-    return float(math.prod(range(d - k + 1, d + 1))) if k <= d else 0.0
-
-
-def _power_derivative(x: np.ndarray, d: int, k: int) -> np.ndarray:
-    """d^k/dx^k x^d, exact at x = 0 (zero beyond the d-th derivative)."""
-    c = _falling(d, k)
-    return np.zeros_like(x) if c == 0.0 else c * x ** (d - k)
-
-
-def pure_derivatives(x: np.ndarray, lam: float, d: int, k: int) -> tuple[np.ndarray, np.ndarray]:
-    """k-th pure derivatives of the fluid drift and of the noise at ``x`` (levels 1..L).
-
-    f_i = lam (x_{i-1}^d - x_i^d) - (x_i - x_{i+1}) and Q_ii = lam (x_{i-1}^d - x_i^d) + (x_i -
-    x_{i+1}), x_0 = 1, x_{L+1} = 0 (sampling with replacement): each depends on x_{i-1}, x_i,
-    x_{i+1} separately, so M[i, j] = d^k (.)_i / dx_j^k holds every derivative of order k.
-    Returns (F_k, Q_k), each (L, L).
-    """
-    L = x.size
-    gk = lam * _power_derivative(np.asarray(x, float), d, k)
-    lin = 1.0 if k == 1 else 0.0
-    F, Q = np.zeros((L, L)), np.zeros((L, L))
-    i = np.arange(L)
-    F[i, i] = -gk - lin
-    Q[i, i] = -gk + lin
-    F[i[1:], i[:-1]] = gk[:-1]  # f_i depends on x_{i-1} through the arrivals at length i-1
-    Q[i[1:], i[:-1]] = gk[:-1]
-    F[i[:-1], i[1:]] = lin
-    Q[i[:-1], i[1:]] = -lin
-    return F, Q
-
-
-@dataclass(frozen=True)
-class RefinedProfile:
-    """Fluid fixed point ``s`` (levels 0..L, s_0 = 1), its 1/n and 1/n^2 terms ``v`` and ``a``
-    (E[u_i]/n = s_i + v_i/n + a_i/n^2 + ...) and the relaxation time ``tau`` (model time)."""
-
-    d: int
-    lam: float
-    s: np.ndarray
-    v: np.ndarray
-    a: np.ndarray
-    tau: float
-
-    def tail_fraction(self, n: int) -> np.ndarray:
-        """The refined E[u_i]/n at n queues, clipped to [0, 1] (i = 0..L)."""
-        return np.clip(self.s + self.v / n + self.a / n**2, 0.0, 1.0)
-
-
-def refined_profile(d: int, lam: float, levels: int | None = None) -> RefinedProfile:
-    """The order-2 refined mean field (sampling with replacement) in NumPy: the numbers of
-    ``qlib.supermarket.refined_mean_field(d, lam, levels, order=2)`` without a compile per d.
-
-    Args:
-        d: choices per arrival, an integer >= 2.
-        lam: arrival rate per queue, in (0, 1).
-        levels: the truncation L (default: where the fluid fixed point falls below 1e-30).
-    Returns:
-        A :class:`RefinedProfile`.
-    """
-    d = V.integer("d", d, low=2)
-    lam = V.real("lam", lam, low=0.0, high=1.0)
-    if not 0.0 < lam < 1.0:
-        raise ValueError(f"lam must be in (0, 1); got {lam}")
-    L = _levels_for(d, lam) if levels is None else V.integer("levels", levels, low=1)
-    s = fluid_fixed_point(d, lam, L)
-    x = s[1:]
-    der = {}
-    for k in (1, 2, 3, 4):
-        der[f"F{k}"], Qk = pure_derivatives(x, lam, d, k)
-        if k <= 2:
-            der[f"Q{k}x"] = Qk
-    A = der["F1"]
-    full = np.concatenate([[1.0], x, [0.0]])
-    g = full**d
-    up, down = lam * (g[:-2] - g[1:-1]), full[1:-1] - full[2:]
-    q = up + down
-    W = solve_continuous_lyapunov(A, -np.diag(q))
-    W = (W + W.T) / 2
-    Vc = -np.linalg.solve(A, 0.5 * der["F2"] @ np.diag(W))
-    zL, zLL = np.zeros(L), np.zeros((L, L))
-    der.update(q=q, r=up - down, f1=zL, Df1=zLL, D2f1=zLL, f2=zL, q1=zL)
-    A2 = _second_order(A, W, Vc, der)["A2"]
-    tau = float(1.0 / np.min(np.abs(np.linalg.eigvals(A).real)))
-    return RefinedProfile(
-        d=d, lam=lam, s=s, v=np.concatenate([[0.0], Vc]), a=np.concatenate([[0.0], A2]), tau=tau
-    )
-
-
-def fluid_max_length(n: int, d: int, lam: float) -> int:
-    """The largest i with n s_i >= 1/2 (as :func:`qlib.studies.max_length.fluid_max_length`)."""
-    L = 4
-    while True:
-        s = fluid_fixed_point(d, lam, L)
-        if n * s[-1] < 0.5:
-            return int(np.nonzero(n * s >= 0.5)[0][-1])
-        L *= 2
-
-
-@dataclass(frozen=True)
-class ProfileView:
-    """What notebook 01's sliders show for (1-lam, d, n) (the fields of
-    ``qlib.studies.max_length.ProfileView``): arrays over ``levels`` (L+1,) of the fraction of
-    queues with length exactly i, ``fluid``, ``refined`` (1/n and 1/n^2 terms at this n) and
-    ``asymptotic`` (NaN beyond the formulas)."""
-
-    lam: float
-    d: int
-    n: int
-    k: int
-    boundary_distance: float
-    fluid_max: int
-    tau: float
-    levels: np.ndarray
-    fluid: np.ndarray
-    refined: np.ndarray
-    asymptotic: np.ndarray
-
-
-def _exact(tail: np.ndarray) -> np.ndarray:
-    return tail - np.append(tail[1:], 0.0)
-
-
-def profile_view(one_minus_lam: float, d: int, n: int) -> ProfileView:
-    """The slider panel's theory for (1-lam, d, n), the values of
-    ``qlib.studies.max_length.profile_view`` in NumPy (a few ms, no compile)."""
-    eps = V.real("one_minus_lam", one_minus_lam, low=0.0, high=1.0)
-    d = V.integer("d", d, low=2)
-    n = V.integer("n", n, low=1)
-    lam = 1.0 - eps
-    r = refined_profile(d, lam)
-    k = int(predicted_max_length(d, lam))
-    L = max(k + 2, int(np.nonzero(r.s > 1e-12)[0][-1]) + 2)
-    L = min(L, r.s.size - 1)
-    asym = np.full(L + 1, np.nan)
-    a = asymptotic_profile(d, lam)
-    m = min(a.size, L + 1)
-    asym[:m] = a[:m]
-    return ProfileView(
-        lam=lam,
-        d=d,
-        n=n,
-        k=k,
-        boundary_distance=boundary_distance(d, lam),
-        fluid_max=fluid_max_length(n, d, lam),
-        tau=r.tau,
-        levels=np.arange(L + 1),
-        fluid=_exact(r.s)[: L + 1],
-        refined=_exact(r.tail_fraction(n))[: L + 1],
-        asymptotic=asym,
-    )
-
-
-def mixing_scales(n: int, d: int, lam: float) -> dict[str, float]:
-    """Notebook 02's theory lines, in steps of the jump chain ((1+lam) n steps per unit time):
-    the lower bound's scale n (lam d)^(k-1), the upper bound's k d^(k-1) n ln n, and the drain
-    time (1+lam) n/(1-lam) of a start with the wrong number of customers."""
-    k = int(predicted_max_length(d, lam))
-    return {
-        "k": k,
-        "lower": n * (lam * d) ** (k - 1),
-        "upper": k * d ** (k - 1) * n * math.log(n),
-        "drain": (1 + lam) * n / (1 - lam),
-    }
-
+from qlib.supermarket.theory import predicted_max_length
 
 # --------------------------------------------------------------------------- widgets
 
