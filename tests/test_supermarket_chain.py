@@ -174,7 +174,7 @@ def test_public_api_matches_golden_outputs():
         np.testing.assert_array_equal(new[k], ref[k], err_msg=k)
 
 
-# ---------------------------------------------------------------------- exact event probabilities (issue 13)
+# ------------------------------------------------------------------ exact event probabilities (issue 13)
 #
 # Each test below checks an integer threshold or probability of the chain directly, against
 # the exact value, where sampling could not resolve it; each names what the old kernel (one
@@ -281,7 +281,8 @@ def test_without_replacement_log_binomial_is_consistent_and_accurate():
     params = K.lane_params([(n, d, 0.9)], [1])
     with jax.enable_x64(True):
         p = K._with_norm(K.LaneParams(*(jnp.asarray(a) for a in params)))
-        ev = K.Events(jnp.array([True]), jnp.array([0], jnp.uint32), jnp.array([TWO64 - 2], jnp.uint64))
+        ev = K.Events(jnp.array([True]), jnp.array([0], jnp.uint32),
+                      K.uniform_log(jnp.array([TWO64 - 1], jnp.uint64)))
         for u1, want in ((n, 1), (n - 1, 0)):
             u = jnp.asarray(np.array([[[n], [u1], [0]]], np.uint32))
             assert np.asarray(K.level(u, ev, p, False)).tolist() == [[want]], u1

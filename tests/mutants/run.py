@@ -36,14 +36,11 @@ from typing import NamedTuple
 
 ROOT = Path(__file__).resolve().parents[2]
 CHAIN = "qlib/supermarket/chain.py"
-ARRIVAL = "qlib/supermarket/arrival.py"  # the event map and the join words
-LOOP = "qlib/supermarket/loop.py"  # the fast kernel's step and loops
 POINT = "qlib/supermarket/point.py"  # the validated point holds the exact arrival threshold
 HET = "qlib/heterogeneous/simulate.py"
 
 REF = "tests/test_supermarket_references.py"
 CH = "tests/test_supermarket_chain.py"
-JW = "tests/test_supermarket_join_words.py"
 SIM = "tests/test_supermarket_simulation.py"
 HS = "tests/test_heterogeneous_simulate.py"
 HR = "tests/test_heterogeneous_references.py"
@@ -58,8 +55,6 @@ SUPERMARKET_NET = [
     f"{CH}::test_level_cap_rule",
     f"{CH}::test_the_cap_grows_exactly_when_an_arrival_would_pass_it",
     f"{CH}::test_overflow_grows_the_cap_and_reruns_the_chunk",
-    f"{JW}::test_exact_per_step_arrival_probabilities_through_table_and_formula",
-    f"{JW}::test_table_path_equals_formula_path",
 ]  # (test_matches_exact_small_n, the statistical net, is left to make test: 2-3 min per baseline)
 HET_NET = [
     f"{HR}",
@@ -82,49 +77,47 @@ class Mutant(NamedTuple):
 M = Mutant
 MUTANTS = [
     # ---- the supermarket count chain
-    M("arrival_level_plus1", LOOP, "idx = jnp.where(arrival, lvl + 1, lvl)",
+    M("arrival_level_plus1", CHAIN, "idx = jnp.where(arrival, lvl + 1, lvl)",
       "idx = jnp.where(arrival, lvl + 2, lvl)",
       "an arrival joins one length above the one chosen (one-hot update)"),
-    M("arrival_level_minus1", LOOP, "idx = jnp.where(arrival, lvl + 1, lvl)",
+    M("arrival_level_minus1", CHAIN, "idx = jnp.where(arrival, lvl + 1, lvl)",
       "idx = jnp.where(arrival, lvl, lvl)",
       "an arrival joins one length below the one chosen (one-hot update)"),
-    M("departure_rank_plus1", ARRIVAL,
+    M("departure_rank_plus1", CHAIN,
       "return (((w >> 32) * n + (((w & jnp.uint64(_M32)) * n) >> 32)) >> 32).astype(jnp.int64)",
       "return (((w >> 32) * n + (((w & jnp.uint64(_M32)) * n) >> 32)) >> 32).astype(jnp.int64) + 1",
       "departure rank r + 1"),
-    M("departure_rank_minus1", ARRIVAL,
+    M("departure_rank_minus1", CHAIN,
       "return (((w >> 32) * n + (((w & jnp.uint64(_M32)) * n) >> 32)) >> 32).astype(jnp.int64)",
       "return (((w >> 32) * n + (((w & jnp.uint64(_M32)) * n) >> 32)) >> 32).astype(jnp.int64) - 1",
       "departure rank r - 1"),
-    M("join_d_minus_1", ARRIVAL, "lg = p.d * _log_ratio(jnp.maximum(uf, 1.0), nf)",
-      "lg = jnp.maximum(p.d - 1.0, 1.0) * _log_ratio(jnp.maximum(uf, 1.0), nf)",
-      "d -> d - 1 in the join words (JSQ(d-1), d = 1 kept)"),
-    M("join_floor_to_round", ARRIVAL, "lg = p.d * _log_ratio(jnp.maximum(uf, 1.0), nf)",
-      "lg = p.d * _log_ratio(jnp.maximum(uf - 0.5, 0.5), nf)",
-      "the join words at u - 1/2: u_i > round(n U^(1/d)) in place of u_i > floor(n U^(1/d))"),
-    M("join_table_offsets_shifted", ARRIVAL, "return table, starts[np.reshape(inverse, -1)]",
-      "return table, starts[np.reshape(inverse, -1)] + 1",
-      "each lane reads the join word of the next count (table offsets off by one)"),
+    M("join_d_minus_1", CHAIN, "    z = log_u / d\n", "    z = log_u / jnp.maximum(d - 1.0, 1.0)\n",
+      "d -> d - 1 in the join threshold (JSQ(d-1), d = 1 kept)"),
+    M("join_floor_to_round", CHAIN,
+      "x = jnp.where(z < -_LN2, jnp.floor(nf * ez), nf + jnp.floor(nf * em1))",
+      "x = jnp.where(z < -_LN2, jnp.round(nf * ez), nf + jnp.round(nf * em1))",
+      "floor -> round in the join threshold x = floor(n U^(1/d))"),
     M("arrival_round_to_floor", POINT, "return int(math.floor(p * 2**64 + Fraction(1, 2)))",
       "return int(math.floor(p * 2**64))", "floor in place of round in the arrival threshold A"),
-    M("sampling_rules_swapped", ARRIVAL, "return log_falling(uf, p.d) - p.log_norm",
+    M("sampling_rules_swapped", CHAIN, "return log_falling(uf, p.d) - p.log_norm",
       "return p.d * (jnp.log(uf) - jnp.log(p.n.astype(jnp.float64)))",
       "without replacement, g(u) = (u/n)^d of sampling with replacement"),
-    M("log_g_left_stale", LOOP, "return recompute_where_changed(tc, u[:, 1:], u_new[:, 1:], look)",
-      "return tc",
-      "the carried join words T(u_i) are not updated after a step"),
-    M("sampling_rules_swapped_events", ARRIVAL, "    if replacement:\n        lg = p.d",
-      "    if not replacement:\n        lg = p.d",
-      "the join words of the two sampling rules swapped (join_words)"),
-    M("tie_toward_longer_queue", ARRIVAL, "dep_hit = u[:, 1:] > ev.x[None, None]",
-      "dep_hit = u[:, 1:] >= ev.x[None, None]",
-      "u_i >= r for u_i > r: a departure's tie at the rank goes to the longer queue"),
-    M("event_word_le", ARRIVAL, "arrival = w_event < p.arrival", "arrival = w_event <= p.arrival",
+    M("log_g_left_stale", CHAIN,
+      "return _recompute_where_changed(lg, u[:, 1:], u_new[:, 1:], lambda uc: log_g(uc, p))", "return lg",
+      "without replacement, the carried log g(u_i) is not updated after a step"),
+    M("sampling_rules_swapped_events", CHAIN,
+      "    if replacement:\n        x = join_threshold(log_u, p.n, p.d)",
+      "    if not replacement:\n        x = join_threshold(log_u, p.n, p.d)",
+      "the event maps of the two sampling rules swapped (_events)"),
+    M("tie_toward_longer_queue", CHAIN, "return u[:, 1:] > ev.x[None, None]",
+      "return u[:, 1:] >= ev.x[None, None]",
+      "u_i >= x for u_i > x: a tie at the threshold goes to the longer queue"),
+    M("event_word_le", CHAIN, "arrival = w_event < p.arrival", "arrival = w_event <= p.arrival",
       "the event word compared with <= for <"),
-    M("level_cap_off_by_one", LOOP, "top = jnp.any(ev.arrival[None] & c[:, -1], axis=0)",
+    M("level_cap_off_by_one", CHAIN, "top = jnp.any(ev.arrival[None] & c[:, -1], axis=0)",
       "top = jnp.any(ev.arrival[None] & c[:, -2], axis=0)",
       "overflow flagged one level below the cap (the cap grows past final_levels)"),
-    M("departure_from_empty", LOOP,
+    M("departure_from_empty", CHAIN,
       "delta = jnp.where(arrival, 1, -(lvl > 0).astype(jnp.int32)).astype(u.dtype)",
       "delta = jnp.where(arrival, 1, -(lvl >= 0).astype(jnp.int32)).astype(u.dtype)",
       "a departure at length 0 removes a queue (u_0 - 1)"),
@@ -180,12 +173,11 @@ OWN = {
     "arrival_round_to_floor": [f"{REF}::test_arrival_threshold_is_the_exact_rounding_and_cuts_at_its_word"],
     "event_word_le": [f"{REF}::test_arrival_threshold_is_the_exact_rounding_and_cuts_at_its_word"],
     "level_cap_off_by_one": [f"{CH}::test_the_cap_grows_exactly_when_an_arrival_would_pass_it"],
-    "join_table_offsets_shifted": [f"{JW}::test_table_path_equals_formula_path"],
 }
 
 
 def tests_for(m: Mutant) -> list[str]:
-    net = SUPERMARKET_NET if m.file in (CHAIN, ARRIVAL, LOOP, POINT) else HET_NET
+    net = SUPERMARKET_NET if m.file == CHAIN else HET_NET
     own = list(m.tests) + OWN.get(m.name, [])
     return own + [t for t in net if t not in own]
 
