@@ -36,6 +36,9 @@ from typing import NamedTuple
 
 ROOT = Path(__file__).resolve().parents[2]
 CHAIN = "qlib/supermarket/chain.py"
+EVENTS = "qlib/supermarket/events.py"  # the event map of the count chain
+LOOP = "qlib/supermarket/loop.py"  # its step and sequential loops
+OBSERVERS = "qlib/supermarket/observers.py"
 POINT = "qlib/supermarket/point.py"  # the validated point holds the exact arrival threshold
 HET = "qlib/heterogeneous/simulate.py"
 
@@ -77,47 +80,47 @@ class Mutant(NamedTuple):
 M = Mutant
 MUTANTS = [
     # ---- the supermarket count chain
-    M("arrival_level_plus1", CHAIN, "idx = jnp.where(arrival, lvl + 1, lvl)",
+    M("arrival_level_plus1", LOOP, "idx = jnp.where(arrival, lvl + 1, lvl)",
       "idx = jnp.where(arrival, lvl + 2, lvl)",
       "an arrival joins one length above the one chosen (one-hot update)"),
-    M("arrival_level_minus1", CHAIN, "idx = jnp.where(arrival, lvl + 1, lvl)",
+    M("arrival_level_minus1", LOOP, "idx = jnp.where(arrival, lvl + 1, lvl)",
       "idx = jnp.where(arrival, lvl, lvl)",
       "an arrival joins one length below the one chosen (one-hot update)"),
-    M("departure_rank_plus1", CHAIN,
+    M("departure_rank_plus1", EVENTS,
       "return (((w >> 32) * n + (((w & jnp.uint64(_M32)) * n) >> 32)) >> 32).astype(jnp.int64)",
       "return (((w >> 32) * n + (((w & jnp.uint64(_M32)) * n) >> 32)) >> 32).astype(jnp.int64) + 1",
       "departure rank r + 1"),
-    M("departure_rank_minus1", CHAIN,
+    M("departure_rank_minus1", EVENTS,
       "return (((w >> 32) * n + (((w & jnp.uint64(_M32)) * n) >> 32)) >> 32).astype(jnp.int64)",
       "return (((w >> 32) * n + (((w & jnp.uint64(_M32)) * n) >> 32)) >> 32).astype(jnp.int64) - 1",
       "departure rank r - 1"),
-    M("join_d_minus_1", CHAIN, "    z = log_u / d\n", "    z = log_u / jnp.maximum(d - 1.0, 1.0)\n",
+    M("join_d_minus_1", EVENTS, "    z = log_u / d\n", "    z = log_u / jnp.maximum(d - 1.0, 1.0)\n",
       "d -> d - 1 in the join threshold (JSQ(d-1), d = 1 kept)"),
-    M("join_floor_to_round", CHAIN,
+    M("join_floor_to_round", EVENTS,
       "x = jnp.where(z < -_LN2, jnp.floor(nf * ez), nf + jnp.floor(nf * em1))",
       "x = jnp.where(z < -_LN2, jnp.round(nf * ez), nf + jnp.round(nf * em1))",
       "floor -> round in the join threshold x = floor(n U^(1/d))"),
     M("arrival_round_to_floor", POINT, "return int(math.floor(p * 2**64 + Fraction(1, 2)))",
       "return int(math.floor(p * 2**64))", "floor in place of round in the arrival threshold A"),
-    M("sampling_rules_swapped", CHAIN, "return log_falling(uf, p.d) - p.log_norm",
+    M("sampling_rules_swapped", EVENTS, "return log_falling(uf, p.d) - p.log_norm",
       "return p.d * (jnp.log(uf) - jnp.log(p.n.astype(jnp.float64)))",
       "without replacement, g(u) = (u/n)^d of sampling with replacement"),
-    M("log_g_left_stale", CHAIN,
+    M("log_g_left_stale", EVENTS,
       "return _recompute_where_changed(lg, u[:, 1:], u_new[:, 1:], lambda uc: log_g(uc, p))", "return lg",
       "without replacement, the carried log g(u_i) is not updated after a step"),
-    M("sampling_rules_swapped_events", CHAIN,
+    M("sampling_rules_swapped_events", EVENTS,
       "    if replacement:\n        x = join_threshold(log_u, p.n, p.d)",
       "    if not replacement:\n        x = join_threshold(log_u, p.n, p.d)",
       "the event maps of the two sampling rules swapped (_events)"),
-    M("tie_toward_longer_queue", CHAIN, "return u[:, 1:] > ev.x[None, None]",
+    M("tie_toward_longer_queue", LOOP, "return u[:, 1:] > ev.x[None, None]",
       "return u[:, 1:] >= ev.x[None, None]",
       "u_i >= x for u_i > x: a tie at the threshold goes to the longer queue"),
-    M("event_word_le", CHAIN, "arrival = w_event < p.arrival", "arrival = w_event <= p.arrival",
+    M("event_word_le", EVENTS, "arrival = w_event < p.arrival", "arrival = w_event <= p.arrival",
       "the event word compared with <= for <"),
-    M("level_cap_off_by_one", CHAIN, "top = jnp.any(ev.arrival[None] & c[:, -1], axis=0)",
+    M("level_cap_off_by_one", LOOP, "top = jnp.any(ev.arrival[None] & c[:, -1], axis=0)",
       "top = jnp.any(ev.arrival[None] & c[:, -2], axis=0)",
       "overflow flagged one level below the cap (the cap grows past final_levels)"),
-    M("departure_from_empty", CHAIN,
+    M("departure_from_empty", LOOP,
       "delta = jnp.where(arrival, 1, -(lvl > 0).astype(jnp.int32)).astype(u.dtype)",
       "delta = jnp.where(arrival, 1, -(lvl >= 0).astype(jnp.int32)).astype(u.dtype)",
       "a departure at length 0 removes a queue (u_0 - 1)"),
@@ -177,7 +180,7 @@ OWN = {
 
 
 def tests_for(m: Mutant) -> list[str]:
-    net = SUPERMARKET_NET if m.file == CHAIN else HET_NET
+    net = SUPERMARKET_NET if m.file in (CHAIN, EVENTS, LOOP, OBSERVERS) else HET_NET
     own = list(m.tests) + OWN.get(m.name, [])
     return own + [t for t in net if t not in own]
 
