@@ -53,7 +53,9 @@ def provenance() -> dict:
 
     import qlib
 
-    src = ROOT / "qlib" / "supermarket" / "chain.py"
+    kernel = hashlib.sha256()
+    for name in ("chain.py", "events.py", "loop.py", "observers.py"):  # the kernel's modules
+        kernel.update((ROOT / "qlib" / "supermarket" / name).read_bytes())
     r = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True, text=True,
                        check=False)
     devs = jax.devices()
@@ -62,7 +64,7 @@ def provenance() -> dict:
             "numpy": numpy.__version__,
             "qlib": qlib.__version__, "python": platform.python_version(), "host": platform.node(),
             "commit": r.stdout.strip() or None,
-            "chain_py_sha256": hashlib.sha256(src.read_bytes()).hexdigest(),
+            "kernel_sha256": kernel.hexdigest(),
             "xla_flags": os.environ.get("XLA_FLAGS", ""),
             "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")}
 

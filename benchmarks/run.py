@@ -336,7 +336,8 @@ SCALING_MD = """How replicas spread over devices, from one CPU core to many GPUs
 
 GPU_MD_DEFAULT = """`python benchmarks/gpu.py --out DIR` reports replica-steps/s of qlib's `simulate`
 (n = 1000, d = 10, λ = 0.95, time sums kept) for R = 1024, 4096, 16384, 65536 on the accelerator JAX finds
-and writes `DIR/gpu_bench.json` (device, versions, commit, a hash of `qlib/supermarket/chain.py`);
+and writes `DIR/gpu_bench.json` (device, versions, commit, a hash of the kernel's modules
+`qlib/supermarket/{chain,events,loop,observers}.py`);
 on a CPU backend it refuses unless `--dry-run` (tiny sizes, to check the script). `--memory` also
 runs R = 10^5 × 10^7 steps and reports peak device memory. No GPU has been lent to a task that
 ran it: there is no GPU number here."""
