@@ -10,6 +10,11 @@
 Both are read by XLA once, when JAX starts its CPU backend, so :func:`configure_xla` must run
 before anything is computed. Flags already in ``XLA_FLAGS`` are kept; ``QLIB_HOST_DEVICES=N``
 overrides the device count. This module does not import JAX.
+
+A script that never calls it still gets them where that is safe: the chain's driver calls
+:func:`auto_configure` when it is first used, which applies them only if JAX has not started a
+backend yet (nothing has been computed, so no array or device is affected), silently, once.
+``QLIB_AUTO_XLA=0`` turns that off. Importing qlib changes nothing.
 """
 
 from __future__ import annotations
@@ -67,3 +72,12 @@ def configure_xla(*, host_devices: bool = True, small_loops: bool = True) -> str
         return os.environ.get("XLA_FLAGS", "")
     os.environ["XLA_FLAGS"] = new
     return new
+
+
+def auto_configure() -> bool:
+    """Apply :func:`configure_xla` if JAX has not started yet and ``QLIB_AUTO_XLA`` is not "0"
+    (qlib's first computation, in a script that did not call it): True if the flags were set."""
+    if os.environ.get("QLIB_AUTO_XLA", "1") == "0" or _jax_started():
+        return False
+    before = os.environ.get("XLA_FLAGS", "")
+    return configure_xla() != before

@@ -43,3 +43,15 @@ def test_too_late_warns_and_changes_nothing():
             "    warnings.simplefilter('always'); qlib.configure_xla()\n"
             "print(len(w), repr(os.environ.get('XLA_FLAGS')))")
     assert _child(code, QLIB_HOST_DEVICES="2") == "1 None"
+
+
+def test_first_use_applies_the_flags_when_jax_has_not_started():
+    # a script that never calls configure_xla(): the chain's driver applies the flags on first use
+    run = "import os, jax, qlib.supermarket as sm; sm.simulate(20, 2, 0.5, steps=50, progress=False)\n"
+    show = "print(repr(os.environ.get('XLA_FLAGS')), jax.device_count())"
+    flags, devices = _child(run + show, QLIB_HOST_DEVICES="2").rsplit(" ", 1)
+    assert "xla_cpu_small_while_loop_byte_threshold=65536" in flags and devices == "2"
+    # not when JAX has already started (nothing changes, no warning), nor with QLIB_AUTO_XLA=0
+    started = "import jax; jax.numpy.zeros(1).block_until_ready()\n"
+    assert _child(started + run + show, QLIB_HOST_DEVICES="2") == "None 1"
+    assert _child(run + show, QLIB_HOST_DEVICES="2", QLIB_AUTO_XLA="0") == "None 1"

@@ -18,6 +18,7 @@ import numpy as np
 from qlib import _sharding
 from qlib import _validate as V
 from qlib._progress import progress_bar
+from qlib._xla import auto_configure
 
 # re-exported: the names callers and tests use as chain.X (the event map, the step, the observers)
 from qlib.supermarket.events import (  # noqa: F401
@@ -164,6 +165,7 @@ class ChainDriver:
     def __init__(self, u0: np.ndarray, rng0: np.ndarray, params: LaneParams, *, replacement: bool,
                  levels: int, progress: bool, total: int, desc: str, max_levels: int | None = None,
                  bytes_per_level: float = 0.0, variant: EventMap = MODEL, capacity: bool = False):
+        auto_configure()  # qlib's XLA flags, if nothing has started JAX yet (qlib._xla)
         C, L0p1, lanes = u0.shape
         # ``replacement`` is the model's sampling rule (the level-flow sums use it); the event
         # map samples the other way only for the "other_sampling" variant
