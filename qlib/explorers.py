@@ -117,6 +117,18 @@ def _slider_kw() -> dict:
     return dict(continuous_update=False, style={"description_width": "initial"})
 
 
+def _connect(explorer, sliders) -> None:
+    """Draw ``explorer`` once, redraw it when a slider is released, run its simulation on the
+    button; its widget is the sliders and the button above the figure and the log."""
+    import ipywidgets as W
+
+    explorer.update()
+    for s in sliders:
+        s.observe(explorer.update, names="value")
+    explorer.button.on_click(explorer.run_simulation)
+    explorer.widget = W.VBox([W.HBox([*sliders, explorer.button]), explorer.canvas.widget, explorer.log])
+
+
 class ProfileExplorer:
     """Notebook 01: sliders for 1-lam, d, n redraw the fluid, refined and asymptotic profiles
     (:func:`profile_view`); "simulate" overlays ``study.interactive_run`` at the sliders' values.
@@ -170,11 +182,7 @@ class ProfileExplorer:
         self.canvas = Canvas(
             fig, animated=[self.fluid, self.refined, self.asym, self.sim, self.k_line, self.title]
         )
-        self.update()
-        for s in (self.eps, self.d, self.n):
-            s.observe(self.update, names="value")
-        self.button.on_click(self.run_simulation)
-        self.widget = W.VBox([W.HBox([self.eps, self.d, self.n, self.button]), self.canvas.widget, self.log])
+        _connect(self, (self.eps, self.d, self.n))
 
     def update(self, change=None) -> None:
         """Recompute the theory at the sliders' values and move the artists (a simulation of
@@ -261,13 +269,7 @@ class ServersExplorer:
                 self.title,
             ],
         )
-        self.update()
-        for s in (self.n_w, self.s_w, self.r_w):
-            s.observe(self.update, names="value")
-        self.button.on_click(self.run_simulation)
-        self.widget = W.VBox(
-            [W.HBox([self.n_w, self.s_w, self.r_w, self.button]), self.canvas.widget, self.log]
-        )
+        _connect(self, (self.n_w, self.s_w, self.r_w))
 
     def update(self, change=None) -> None:
         from qlib.studies.who_works_the_most import profile
@@ -352,13 +354,7 @@ class MixingExplorer:
             fig.tight_layout()
         self.ax, self.bx = ax, bx
         self.canvas = Canvas(fig, animated=[self.surv, self.l1, self.title, *self.lines.values()])
-        self.update()
-        for s in (self.n_w, self.d_w, self.lam_w):
-            s.observe(self.update, names="value")
-        self.button.on_click(self.run_simulation)
-        self.widget = W.VBox(
-            [W.HBox([self.n_w, self.d_w, self.lam_w, self.button]), self.canvas.widget, self.log]
-        )
+        _connect(self, (self.n_w, self.d_w, self.lam_w))
 
     def update(self, change=None) -> None:
         s = mixing_scales(self.n_w.value, self.d_w.value, self.lam_w.value)
@@ -419,13 +415,7 @@ class PerfectExplorer:
             fig.tight_layout()
         self.ax = ax
         self.canvas = Canvas(fig, animated=[self.law, self.lo_hi, self.k_line, self.fl_line, self.title])
-        self.update()
-        for s in (self.n_w, self.d_w, self.lam_w, self.cap_w):
-            s.observe(self.update, names="value")
-        self.button.on_click(self.run_simulation)
-        self.widget = W.VBox(
-            [W.HBox([self.n_w, self.d_w, self.lam_w, self.cap_w, self.button]), self.canvas.widget, self.log]
-        )
+        _connect(self, (self.n_w, self.d_w, self.lam_w, self.cap_w))
 
     def update(self, change=None) -> None:
         n, d, lam, L = self.n_w.value, self.d_w.value, self.lam_w.value, self.cap_w.value
