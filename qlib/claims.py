@@ -50,6 +50,7 @@ STUDIES: dict[str, str] = {
     "supermarket: maximum queue length": "qlib.studies.max_length",
     "supermarket: scaling families": "qlib.studies.families",
     "supermarket: mixing time": "qlib.studies.mixing",
+    "supermarket: mixing time in the regime": "qlib.studies.mixing_regime",
     "heterogeneous servers": "qlib.studies.who_works_the_most",
     "supermarket: level flow": "qlib.studies.level_flow",
     "supermarket: exact stationary samples": "qlib.studies.perfect",

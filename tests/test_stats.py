@@ -89,3 +89,20 @@ def test_wilson_interval_covers_at_its_level():
     assert 0.93 < cover < 0.97  # 95% nominal; 4000 trials give SE 0.0034
     lo0, hi0 = stats.wilson_interval(0, 64)
     assert lo0 == 0.0 and 0.04 < hi0 < 0.07  # about 3.8/64 for zero successes
+
+
+def test_integrated_autocorrelation_time_of_ar1():
+    """AR(1) with coefficient phi has tau = (1 + phi) / (1 - phi); white noise has 1."""
+    from qlib.stats import integrated_autocorrelation_time
+
+    rng = np.random.default_rng(0)
+    for phi in (0.0, 0.5, 0.9):
+        e = rng.standard_normal((16, 20_000))
+        x = np.zeros_like(e)
+        for t in range(1, e.shape[1]):
+            x[:, t] = phi * x[:, t - 1] + e[:, t]
+        tau = integrated_autocorrelation_time(x)
+        exact = (1 + phi) / (1 - phi)
+        assert abs(tau.mean() - exact) < 4 * tau.std(ddof=1) / 4 + 0.02 * exact
+    with pytest.raises(ValueError, match="series"):
+        integrated_autocorrelation_time(np.zeros(10))

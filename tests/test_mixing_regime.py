@@ -1,0 +1,151 @@
+"""The in-regime mixing study (qlib.studies.mixing_regime): its design inside H0-H3, certified
+starts, the verdict logic on synthetic meeting times (a wrong model fails it), the smoke run, and
+full mode reading only the long tier."""
+
+import numpy as np
+import pytest
+
+from qlib.claims import VERDICTS
+from qlib.studies import mixing_regime as mr
+from qlib.studies.mixing.parameters import family_point
+from qlib.studies.mixing_regime.claims import CLAIMS, d_sweep_rows, optimal_rows
+from qlib.studies.mixing_regime.compute import RegimePoints
+
+
+def test_the_full_design_is_inside_the_hypotheses():
+    P = mr.PARAMETERS["full"]
+    C = P["claims"]
+    ds = P["d_sweep"]
+    lam = 1 - ds["one_minus_lam"]
+    assert max(ds["ds"]) / min(ds["ds"]) >= 3
+    for d in ds["ds"]:
+        assert mr.inside(mr.hypotheses(ds["n"], d, lam, **C["hypotheses"]))
+        assert mr.design_holds(ds["n"], d, lam, **C["design"])
+    fam = P["family"]
+    assert (
+        sum(
+            mr.inside(mr.hypotheses(*family_point(n, fam["alpha"], fam["beta"]), **C["hypotheses"]))
+            for n in fam["ns"]
+        )
+        >= 3
+    )
+
+
+def test_hypotheses_fail_outside():
+    # the old sweep (n = 3000, 1-lam = 1e-3, d = 100): n (1-lam)^2 d = 0.3 < 10, outside H3
+    h = mr.hypotheses(3000, 100, 1 - 1e-3, **mr.CLAIM_THRESHOLDS["hypotheses"])
+    assert not h["H3"] and not mr.inside(h)
+    assert not mr.design_holds(3000, 400, 1 - 1e-3, **mr.CLAIM_THRESHOLDS["design"])  # (1-lam) d = 0.4
+
+
+def test_certified_samples_burn_three_times_the_largest_meeting_time():
+    s = mr.certified_samples(
+        (300, 5, 0.9), replicas=4, seed=3, cap=10**7, burn_factor=3.0, record=(2000, 100)
+    )
+    assert bool(s["certified"]) and np.all(np.isfinite(s["T_bt"]))
+    assert int(s["burn"]) == int(np.ceil(3.0 * s["T_bt"].max()))
+    assert s["N"].shape == (4, 100) and s["counts"].shape[0] == 4
+    assert np.all(s["counts"][:, 0] == 300)
+
+
+def _points(ds, T, n=200_000, lam=1 - 7e-4):
+    T = np.asarray(T, dtype=float)
+    P = len(ds)
+    z = np.zeros(P)
+    return RegimePoints(
+        n=np.full(P, n),
+        d=np.asarray(ds),
+        lam=np.full(P, lam),
+        burn=z + 1,
+        certified=z == 0,
+        iact_steps=z,
+        T_bt=T,
+        T=T,
+        iact_N=T,
+        iact_uk=T,
+        missing=z != 0,
+    )
+
+
+def _result(sweep, fixed, jsq2, family=None, family_jsq2=None):
+    P = mr.PARAMETERS["full"]
+    H = P["claims"]["hypotheses"]
+    fam = family or _points([2, 2, 2], np.ones((3, 4)))
+    return mr.RegimeResult(
+        mode="full",
+        parameters=P,
+        sweep=sweep,
+        fixed=fixed,
+        family=fam,
+        sweep_jsq2=jsq2,
+        family_jsq2=family_jsq2 or fam,
+        hyp_sweep=[
+            mr.hypotheses(int(sweep.n[j]), int(d), float(sweep.lam[j]), **H) for j, d in enumerate(sweep.d)
+        ],
+        hyp_family=[
+            mr.hypotheses(int(n), int(d), float(lam), **H) for n, d, lam in zip(fam.n, fam.d, fam.lam)
+        ],
+    )
+
+
+@pytest.mark.parametrize("exponent, verdict", [(1.0, "PASS"), (0.0, "FAIL"), (2.0, "FAIL")])
+def test_d_sweep_verdict_fails_a_wrong_exponent(exponent, verdict):
+    ds = np.array([140, 245, 428])
+    rng = np.random.default_rng(0)
+    T = (ds[:, None] ** exponent) * 1e6 * np.exp(0.05 * rng.standard_normal((3, 32)))
+    flat = 1e8 * np.exp(0.05 * rng.standard_normal((3, 32)))
+    row = d_sweep_rows(
+        _result(_points(ds, T), _points(ds, flat), _points(ds, np.full((3, 2), np.inf))),
+        CLAIMS["d_scaling_regime"],
+    )[0]
+    assert row.verdict == verdict
+    assert all(not c.passed for c in row.counterfactuals)  # d held fixed (exponent 0) and JSQ(2) (never met)
+
+
+def test_d_sweep_row_is_inconclusive_when_the_long_tier_lacks_a_point():
+    ds = np.array([140, 245, 428])
+    m = _points(ds, np.ones((3, 4)))
+    m = RegimePoints(**{**m.__dict__, "missing": np.array([False, False, True])})
+    row = d_sweep_rows(_result(m, m, m), CLAIMS["d_scaling_regime"])[0]
+    assert row.verdict == "INCONCLUSIVE" and "make results-long" in row.measured
+
+
+def test_nearly_optimal_fails_a_time_that_outgrows_the_upper_bound():
+    ns = np.array([3000, 10_000, 30_000, 100_000])
+    pts = [family_point(int(n), 0.5, 0.4) for n in ns]
+    ref = np.array([mr.relaxation_scale(*p) for p in pts])
+    rng = np.random.default_rng(1)
+    base = dict(
+        n=ns,
+        d=np.array([p[1] for p in pts]),
+        lam=np.array([p[2] for p in pts]),
+        burn=np.ones(4),
+        certified=np.ones(4, bool),
+        iact_steps=np.ones(4),
+        missing=np.zeros(4, bool),
+    )
+    noise = np.exp(0.05 * rng.standard_normal((4, 16)))
+    good = RegimePoints(**base, T_bt=noise, T=2 * ref[:, None] * noise, iact_N=noise, iact_uk=noise)
+    bad = RegimePoints(**base, T_bt=noise, T=(ns**0.5 * ref)[:, None] * noise, iact_N=noise, iact_uk=noise)
+    ds = np.array([140, 245, 428])
+    sw = _points(ds, np.ones((3, 4)))
+    ok = optimal_rows(_result(sw, sw, sw, good, bad), CLAIMS["nearly_optimal"])[0]
+    assert ok.verdict == "PASS" and not ok.counterfactuals[0].passed
+
+
+def test_smoke_run_rows():
+    r = mr.run("smoke", progress=False)
+    rows = mr.claim_rows(r)
+    assert len(rows) == 4 and all(x.verdict in VERDICTS for x in rows)
+    assert not r.sweep.missing.any() and np.all(np.isfinite(r.sweep.T))
+    df = mr.summary(r)
+    assert len(df) == 3 + 3 + 2 and {"T/lower", "T/upper", "tau_N/(n d^(k-1))"} <= set(df.columns)
+
+
+def test_full_mode_reads_the_long_tier_and_computes_nothing(tmp_path, monkeypatch):
+    monkeypatch.setenv("QLIB_RESULTS_DIR", str(tmp_path))
+    monkeypatch.setenv("QLIB_CACHE", str(tmp_path / "cache"))
+    r = mr.run("full", progress=False)
+    assert r.sweep.missing.all() and r.family.missing.all()
+    rows = mr.claim_rows(r)
+    assert all(x.verdict == "INCONCLUSIVE" and mr.LONG_COMMAND in x.measured for x in rows)
