@@ -132,6 +132,9 @@ def main(argv: list[str] | None = None) -> int:
     f = sub.add_parser("figures", help="run every notebook in full mode, then write figures/claims.md")
     f.add_argument("--only", nargs="*", help="only notebooks whose name contains one of these")
     f.add_argument("--smoke", action="store_true", help="smoke mode (tiny parameters), for a dry run")
+    f.add_argument("--from-results", action="store_true",
+                   help="redraw from the stored results (results/default, results/long) without recomputing "
+                        "or comparing them: minutes instead of make figures' recomputation")
     lg = sub.add_parser("results-long",
                         help="compute the long tier of results/ (resumable; see docs/running.md)")
     lg.add_argument("--only", nargs="*", help="only the studies whose name contains one of these")
@@ -159,7 +162,8 @@ def main(argv: list[str] | None = None) -> int:
             return cli(a)
         from qlib import results  # make figures recomputes results/default and compares (docs/running.md)
 
-        default = not a.smoke and a.scale in (None, 1.0)  # --scale runs write no default tier
+        # --scale runs write no default tier; --from-results reads it like a notebook does
+        default = not a.smoke and a.scale in (None, 1.0) and not a.from_results
         writing = results.writing("default", "make figures", prune_after=not a.only)
         with writing if default else contextlib.nullcontext():
             return figures(a.only, a.smoke)

@@ -15,6 +15,8 @@ A row is one of three kinds (docs/models.md#claims-and-evidence):
   began).
 - ``"identity"``: exact bookkeeping that holds for every routing rule (E[u_1] = lam n,
   sum_j mu_j P_j = lam, closed-form identities): a check of the code, not of the paper.
+- ``"check"``: a sanity check that holds for any chain (submultiplicative decay of a meeting
+  time, a law-of-large-numbers exit time): it shows the code runs as designed, counted apart.
 - ``"measurement"``: a number the papers do not predict sharply (the finite-n tail), measured
   to a stated precision beside the theory that approximates it. It passes when the precision is
   reached; no wrong model is required to fail, so it is reported, not counted as evidence.
@@ -56,7 +58,7 @@ STUDIES: dict[str, str] = {
     "supermarket: exact stationary samples": "qlib.studies.perfect",
 }
 
-KINDS = ("claim", "identity", "measurement")
+KINDS = ("claim", "identity", "measurement", "check")
 #: A row's verdict. PASS/FAIL: the criterion decided against a threshold fixed before the run.
 #: INCONCLUSIVE: the CI still straddles the threshold when the pre-set budget is spent.
 #: finding: a row outside the theorem's hypotheses (or a number with no sharp prediction): what

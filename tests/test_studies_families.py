@@ -16,7 +16,7 @@ def test_family_points_and_gamma():
     assert F.gamma(0.8, 0.35) == pytest.approx(1 - 1.6 + 0.7)  # k = 3
     h = F.hypotheses(10_000, 39, 1 - 1e-2, 0.5, 0.4, c_max=0.5, gamma_min=0.0)
     assert h["H0"] and h["H1"] and h["H2"] and h["H3"] and h["k"] == 2
-    assert h["buffer_over_excursion"] == pytest.approx(1e4 * 1e-4 * 39)
+    assert h["buffer_over_excursion"] == pytest.approx((1e4 * 1e-4 * 39) ** 0.5)  # n^(gamma/2)
     assert not F.hypotheses(10_000, 100, 1 - 1e-3, 0.75, 0.5, c_max=0.5, gamma_min=0.0)["H3"]
 
 

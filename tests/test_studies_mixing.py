@@ -86,8 +86,14 @@ def test_study_shape_and_rows(smoke):
     assert isinstance(smoke, study.MixingResult)
     by = study.claim_rows_by_key(smoke)
     rows = study.claim_rows(smoke)
-    assert len(rows) == 9 and all(r.kind == "claim" and r.counterfactuals for r in rows)
+    assert len(rows) == 9 and all(r.counterfactuals for r in rows)
     assert [len(by[k]) for k in study.CLAIMS] == [2, 1, 1, 2, 1, 2]  # rows 10, 13, 15 on both families
+    # rows that hold for any chain are sanity checks, counted apart (issue 32)
+    assert {r.kind for k in ("tail", "good_set") for r in by[k]} == {"check"}
+    assert {r.kind for k in ("good_start", "bad_start", "d_scaling", "lower") for r in by[k]} == {"claim"}
+    # the smoke points are outside H0-H3 (n (1-lam)^2 d^(k-1) < 10): no claim row reads PASS there
+    assert all(r.verdict == "finding" for r in rows if r.kind == "claim")
+    assert all("outside H0-H3" in r.claim for k in ("good_start", "d_scaling", "lower") for r in by[k])
     # the counterfactuals of the coupling rows fail in any mode: wrong models do not meet in time
     for r in by["good_start"] + by["bad_start"]:
         assert not any(c.passed for c in r.counterfactuals if not c.near)

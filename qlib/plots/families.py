@@ -80,8 +80,8 @@ def family_map_figure(result: FamiliesResult):
 
 
 def buffer_figure(result: FamiliesResult):
-    """(f3) Left: P(max ≠ k) against buffer/excursion n (1−λ)² d^(k−1); right: the measured
-    standard deviation of N over 1/(1−λ) against the same ratio."""
+    """(f3) Left: P(max ≠ k) against buffer/excursion sqrt(n (1−λ)² d^(k−1)) = n^(γ/2); right: the
+    measured standard deviation of N over the excursion scale sqrt(n d^(k−1)), with the pre-set band."""
     fig, (ax, ax2) = plt.subplots(1, 2, figsize=(10.5, 4.2))
     for i, f in enumerate(result.families):
         x = np.array([h["buffer_over_excursion"] for h in f.hyp])
@@ -91,15 +91,17 @@ def buffer_figure(result: FamiliesResult):
         ax.errorbar(x, np.maximum(q, floor), yerr=_err(np.maximum(q, floor), np.maximum(qlo, floor),
                                                          np.maximum(qhi, floor)),
                     marker=_MARKERS[i % 10], capsize=3, ls="-", label=_label(f))
-        sd = f.sd.sd.mean(axis=1) * (1 - f.est.lam)
+        sd = f.sd.sd.mean(axis=1) / np.array([f.excursion(j) for j in range(f.ns.size)])
         ax2.plot(x, sd, marker=_MARKERS[i % 10], ls="-", label=f.name)
-    xlabel = r"buffer / excursion $= n (1-\lambda)^2 d^{k-1}$"
+    xlabel = r"buffer / excursion $= \sqrt{n (1-\lambda)^2 d^{k-1}}$"
     ax.set(xscale="log", yscale="log", xlabel=xlabel, ylabel=r"$P(\max \neq k)$",
            title="the maximum leaves $k$ less often as the buffer grows")
     ax.legend(fontsize=7)
-    ax2.axhline(1.0, color="k", ls=":", lw=1)
-    ax2.set(xscale="log", yscale="log", xlabel=xlabel, ylabel=r"SD$(N) \cdot (1-\lambda)$",
-            title=r"SD of the number of customers, in units of $1/(1-\lambda)$")
+    band = result.parameters["claims"]["sd_band"]
+    for y in (band["low"], band["high"]):
+        ax2.axhline(y, color="k", ls=":", lw=1)
+    ax2.set(xscale="log", yscale="log", xlabel=xlabel, ylabel=r"SD$(N) / \sqrt{n d^{k-1}}$",
+            title=r"SD of the number of customers, in units of $\sqrt{n d^{k-1}}$ (dotted: pre-set band)")
     ax2.legend(fontsize=8)
     for a in (ax, ax2):
         plain_log_ticks(a)

@@ -11,6 +11,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from qlib import stats
+from qlib.plots import plain_log_ticks
 from qlib.studies.mixing import Exploration, MeetingTimes, MixingResult, lower_time, reference_time
 from qlib.supermarket.refined import relaxation_time
 from qlib.supermarket.theory import steps_per_time
@@ -164,10 +165,77 @@ def explore_figure(x: Exploration):
     return fig
 
 
-__all__ = ["upper_bounds_figure", "d_scaling_figure", "lower_bound_figure", "tail_figure", "good_set_figure",
-           "explore_figure"]
+__all__ = ["regime_figure", "upper_bounds_figure", "d_scaling_figure", "lower_bound_figure", "tail_figure",
+           "good_set_figure", "explore_figure"]
+
+
+def regime_figure(result):
+    """(f) Inside the regime (:class:`qlib.studies.mixing_regime.RegimeResult`): left, the good-start
+    meeting time against d at fixed n and 1 - lam from certified starts, with d held fixed and JSQ(2)
+    (at its cap when it never met) and the slope k - 1; middle, along family A, T_meet over the lower
+    bound's scale n (lam d)^(k-1) and over the upper bound's k d^(k-1) n ln n; right, the integrated
+    autocorrelation time of N and u_k against n d^(k-1) steps."""
+    from qlib.studies.mixing_regime import LONG_COMMAND, relaxation_scale
+
+    fig, axes = plt.subplots(1, 3, figsize=(13.5, 4.2))
+    sw, fx, sj, fam = result.sweep, result.fixed, result.sweep_jsq2, result.family
+    ax = axes[0]
+    if sw.missing.any():
+        ax.text(0.5, 0.5, f"not in results/long:\n{LONG_COMMAND}", ha="center", va="center",
+                transform=ax.transAxes)
+    else:
+        for m, lab, fmt in ((sw, "JSQ(d), certified start", "o-"), (fx, "d held at its first value", "s--")):
+            if np.all(np.isfinite(m.T)):
+                mean, h = _mean_ci(m.T)
+                ax.errorbar(sw.d, mean, yerr=h, fmt=fmt, capsize=3, label=lab)
+        unmet = ~np.isfinite(sj.T).all(axis=1) & ~sj.missing
+        if unmet.any():
+            caps = np.array([np.nanmax(np.where(np.isfinite(t), t, np.nan), initial=0) for t in sw.T]) * \
+                result.parameters["cf_cap"]
+            ax.scatter(sw.d[unmet], caps[unmet], marker="v", color="C3", s=50, zorder=4,
+                       label="JSQ(2): not met by the cap (at the cap)")
+        if np.all(np.isfinite(sw.T)):
+            k = int(sw.k.max())
+            m0 = float(np.mean(sw.T[0]))
+            ax.plot(sw.d, m0 * (sw.d / sw.d[0]) ** (k - 1), "k:", label=f"slope k - 1 = {k - 1}")
+    ax.set(xscale="log", yscale="log", xlabel=f"d (n = {int(sw.n[0])}, 1-λ = {1 - float(sw.lam[0]):.2g})",
+           ylabel="T_meet (steps)", title="(f1) T_meet against d at fixed n and 1-λ")
+    ax.legend(fontsize=7)
+    ax = axes[1]
+    if fam.missing.any():
+        ax.text(0.5, 0.5, f"not in results/long:\n{LONG_COMMAND}", ha="center", va="center",
+                transform=ax.transAxes)
+    else:
+        for scale_fn, lab in ((lower_time, "T / (n (λd)^(k-1))  (lower bound)"),
+                              (reference_time, "T / (k d^(k-1) n ln n)  (upper bound)")):
+            ref = np.array([scale_fn(int(n), int(d), float(lam)) for n, d, lam in zip(fam.n, fam.d, fam.lam)])
+            if np.all(np.isfinite(fam.T)):
+                mean, h = _mean_ci(fam.T / ref[:, None])
+                ax.errorbar(fam.n, mean, yerr=h, fmt="o-", capsize=3, label=lab)
+    f = result.parameters["family"]
+    ax.set(xscale="log", yscale="log", xlabel=f"n; λ = 1 - n^-{f['alpha']:g}, d = floor(n^{f['beta']:g})",
+           ylabel="ratio", title="(f2) between the two bounds (family A)")
+    ax.legend(fontsize=7)
+    ax = axes[2]
+    for m, lab, mk in ((sw, "d-sweep", "o"), (fam, "family A", "s")):
+        if m.missing.any() or not np.all(np.isfinite(m.iact_N)):
+            continue
+        x = np.array([relaxation_scale(int(n), int(d), float(lam)) for n, d, lam in zip(m.n, m.d, m.lam)])
+        for y, what, c in ((m.iact_N, "N", "C0"), (m.iact_uk, "u_k", "C2")):
+            mean, h = _mean_ci(y)
+            ax.errorbar(x, mean, yerr=h, fmt=mk, color=c, capsize=3, label=f"τ_int({what}), {lab}")
+    lim = ax.get_xlim() if ax.has_data() else (1, 10)
+    ax.plot(lim, lim, "k:", lw=1, label="τ_int = n d^(k-1)")
+    ax.set(xscale="log", yscale="log", xlabel="n d^(k-1) (steps)", ylabel="integrated autocorrelation time "
+           "(steps)", title="(f3) the relaxation of N")
+    ax.legend(fontsize=7)
+    for a in axes:
+        plain_log_ticks(a)
+    fig.tight_layout()
+    return fig
 
 
 from qlib.plots import style_figures  # noqa: E402
 
 style_figures(globals())  # the house style inside every *_figure (no global rcParams)
+

@@ -44,7 +44,7 @@ PARAMETERS: dict[str, dict[str, Any]] = {
         "sd": dict(replicas=2, taus=2.0, samples=50),
         "wrong": dict(replicas=2, batches=1, batch_taus=10.0, models=["jsq2", "d-1"]),
         "claims": dict(p_min=0.95, p_halfwidth_target=0.05, slope_max=0.0, slack=2.0, boot=200,
-                       hypotheses=dict(c_max=0.5, gamma_min=0.0)),
+                       hypotheses=dict(c_max=0.5, gamma_min=0.0), sd_band=dict(low=1 / 3, high=3.0)),
         "stream": "families/smoke",
     },
     "full": {
@@ -72,7 +72,7 @@ PARAMETERS: dict[str, dict[str, Any]] = {
             slack=2.0,
             boot=2000,
             # where a row is a claim and not a finding (docs/models.md#hypotheses)
-            hypotheses=dict(c_max=0.5, gamma_min=0.0)),
+            hypotheses=dict(c_max=0.5, gamma_min=0.0), sd_band=dict(low=1 / 3, high=3.0)),
         "stream": "families",
     },
 }
@@ -86,7 +86,8 @@ def family_point(n: int, alpha: float, beta: float) -> tuple[int, int, float]:
 
 
 def gamma(alpha: float, beta: float) -> float:
-    """The exponent of buffer/excursion n (1-lam)^2 d^(k-1) = n^gamma: 1 - 2 alpha + (k-1) beta."""
+    """gamma = 1 - 2 alpha + (k-1) beta: the exponent of n (1-lam)^2 d^(k-1) = (buffer/excursion)^2, so
+    buffer/excursion = n^(gamma/2)."""
     k = math.ceil(alpha / beta - 1e-12)
     return 1.0 - 2.0 * alpha + (k - 1) * beta
 
@@ -156,8 +157,9 @@ class Family:
         return float(self.est.n[j] * self.c(j))
 
     def excursion(self, j: int) -> float:
-        """1/(1-lam): the heuristic size of N's excursions."""
-        return float(1.0 / (1 - self.est.lam[j]))
+        """sqrt(n d^(k-1)): the size of N's excursions (N relaxes over about d^(k-1) time units while its
+        variance grows at rate about 2n; docs/models.md#hypotheses)."""
+        return float(math.sqrt(self.est.n[j] * float(self.est.d[j]) ** (self.k - 1)))
 
     def inside(self, j: int | None = None) -> bool:
         """H0-H3 at point j (default: the largest n)."""
@@ -192,7 +194,7 @@ def hypotheses(n: int, d: int, lam: float, alpha: float, beta: float, *, c_max: 
                        and k == k_fam),
             "H1": bool(c <= c_max), "H2": bool(fm == k), "H3": bool(g > gamma_min),
             "k": k, "c": c, "eps_dk": eps * d**k, "log_n": math.log(n), "fluid_max": fm, "gamma": g,
-            "buffer_over_excursion": n * eps**2 * d ** (k - 1)}
+            "buffer_over_excursion": math.sqrt(n * eps**2 * d ** (k - 1))}
 
 
 def customers_sd(name: str, points: Sequence[tuple[int, int, float]], *, replicas: int, seeds: Sequence[int],

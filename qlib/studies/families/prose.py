@@ -24,8 +24,8 @@ def methods_markdown(mode: str) -> str:
             f"them at every point (`docs/models.md#hypotheses`): H0 k = ⌈α/β⌉ away from the boundary; H1 c = "
             f"(1−λ)d^(k−1) ≤ {H['c_max']:g}; H2 the fluid maximum is k at this n; H3 γ = 1 − 2α + (k−1)β > "
             f"{H['gamma_min']:g}. H3 is a heuristic: the number of customers N makes excursions of order "
-            "1/(1−λ) above its mean, absorbed by the n(1−λ)d^(k−1) queues shorter than k; buffer over "
-            "excursion is n^γ. " + zero +
+            "√(n d^(k−1)) above its mean (it relaxes over about d^(k−1) time units), absorbed by the "
+            "n(1−λ)d^(k−1) queues shorter than k; buffer over excursion is n^(γ/2). " + zero +
             "Rows inside H0–H3 are decided against thresholds fixed in `families.PARAMETERS` before the run "
             f"(P(max = k) ≥ {C['p_min']:g} at the largest n and a falling P(max ≠ k); the fraction at k ≥ 1 "
             f"− {C['slack']:g}(1−λ)d^(k−1)); rows outside are findings. Every point: `estimate_equilibrium` "
@@ -57,7 +57,7 @@ def findings_markdown(result: FamiliesResult) -> str:
     """The notebook's "what the families show", rendered from the result (no number typed by hand)."""
     rows = summary_table(result)
     lines = ["| family | alpha, beta | k | gamma | n | d | P(max = k) (95% CI) | P(max = k+1) | fraction at "
-             "k | 1 - 2c | E[u_(k+1)]/n / fluid s_(k+1) | SD(N)·(1-lam) | buffer/SD(N) | H0-H3 |",
+             "k | 1 - 2c | E[u_(k+1)]/n / fluid s_(k+1) | SD(N)/√(n d^(k-1)) | buffer/SD(N) | H0-H3 |",
              "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         ratio = r["tail_k1"] / r["fluid_k1"] if r["fluid_k1"] > 0 else float("inf")

@@ -12,16 +12,42 @@ import numpy as np
 from qlib import stats
 from qlib.claims import ClaimRow, ClaimSpec, Counterfactual
 from qlib.studies.mixing.compute import LowerBound, MeetingTimes, MixingResult
-from qlib.studies.mixing.parameters import lower_time, reference_time
+from qlib.studies.mixing.parameters import hypotheses, inside, lower_time, reference_time
 from qlib.studies.wrong_models import WRONG_MODELS, resolution
 from qlib.supermarket.refined import relaxation_time
 from qlib.supermarket.theory import predicted_max_length, steps_per_time
 
+#: the part of a criterion every mixing row shares (docs/models.md#hypotheses)
+_HYPOTHESES = ("; a finding where some point is outside H0-H3 (c <= {c_max:g}, n (1-lam)^2 d^(k-1) >= "
+               "{buffer_min:g})")
 REF = "Brightwell & Luczak arXiv:1201.5523 (as summarised; docs/models.md#mixing-time)"
 
 
 def _start_good(parameters: dict) -> str:
     return f"fluid point vs a stationary sample ({parameters['burn_taus']:g} τ burn-in)"
+
+
+def _outside(P: dict, n, d, lam) -> list[str]:
+    """The points (n, d, lam arrays) outside H0-H3 (PARAMETERS[mode]["claims"]["hypotheses"]), each as
+    "n=300 (H1, H3)"."""
+    out = []
+    for nn, dd, ll in zip(n, d, lam):
+        h = hypotheses(int(nn), int(dd), float(ll), **P["claims"]["hypotheses"])
+        if not inside(h):
+            bad = ", ".join(x for x in ("H0", "H1", "H2", "H3") if not h[x])
+            out.append(f"n={int(nn)}, d={int(dd)} ({bad})")
+    return out
+
+
+def _in_hypotheses(row: ClaimRow, P: dict, n, d, lam) -> ClaimRow:
+    """``row`` as a finding when some point of it is outside H0-H3 (docs/models.md#hypotheses): the
+    theorem says nothing there, so no verdict is drawn."""
+    out = _outside(P, n, d, lam)
+    if not out:
+        return row
+    fields = {f: getattr(row, f) for f in row.__dataclass_fields__}
+    return ClaimRow(**{**fields, "claim": row.claim + " — a finding: outside H0-H3 at " + "; ".join(out),
+                       "passed": False, "outcome": "finding"})
 
 
 def _met(T: np.ndarray) -> bool:
@@ -65,12 +91,12 @@ def _good_row(result: MixingResult, spec: ClaimSpec, good: MeetingTimes, cfs: Se
     P = result.parameters
     growth = spec.values(P)["growth"]
     v, text, _ = _bounded_verdict(good, growth)
-    return ClaimRow(
+    return _in_hypotheses(ClaimRow(
         claim=spec.claim, parameters=_family_text(P, family_key, good.n) + f"; {good.T.shape[1]} replicas",
         theory="bounded ratio: it does not grow with n", measured=text, passed=v == "PASS", outcome=v,
         criterion=spec.criterion_text(P), threshold=spec.threshold_text(P),
         taus=float(P["burn_taus"]), start=_start_good(P), reference=spec.reference,
-        counterfactuals=tuple(cfs), resolution=resolution(cfs))
+        counterfactuals=tuple(cfs), resolution=resolution(cfs)), P, good.n, good.d, good.lam)
 
 
 def good_rows(result: MixingResult, spec: ClaimSpec) -> list[ClaimRow]:
@@ -162,7 +188,7 @@ def d_scaling_rows(result: MixingResult, spec: ClaimSpec) -> list[ClaimRow]:
     v, textd, _, kk = _d_exponent(ds, None, tol)
     vf, textf, bf, _ = _d_exponent(result.d_fixed, ds.d, tol)
     td = tau_d_exponent(int(ds.n[0]), float(ds.lam[0]), [int(x) for x in ds.d])
-    return [ClaimRow(
+    return [_in_hypotheses(ClaimRow(
         claim=spec.claim.format(k_minus_1=kk - 1),
         parameters=f"n = {int(ds.n[0])}, 1-lam = {dsp['one_minus_lam']:g} fixed, d = "
                    f"{', '.join(str(int(x)) for x in ds.d)} ((1-lam) d = "
@@ -174,7 +200,7 @@ def d_scaling_rows(result: MixingResult, spec: ClaimSpec) -> list[ClaimRow]:
         threshold=spec.threshold_text(P), taus=float(P["burn_taus"]), start=_start_good(P),
         reference=spec.reference,
         counterfactuals=(Counterfactual(f"d held at {int(ds.d[0])} whatever d is asked for (d-independent "
-                                        "dynamics)", textf, vf != "FAIL", bf),))]
+                                        "dynamics)", textf, vf != "FAIL", bf),)), P, ds.n, ds.d, ds.lam)]
 
 
 def _lower_row(result: MixingResult, spec: ClaimSpec, lo: LowerBound, family_key: str) -> ClaimRow:
@@ -185,7 +211,7 @@ def _lower_row(result: MixingResult, spec: ClaimSpec, lo: LowerBound, family_key
     ratio_g, ratio_s = lo.crossing_good / ref, lo.crossing_stationary / ref
     okl = bool(np.all(np.isfinite(ratio_g)) and ratio_g.min() >= m)
     okls = bool(np.all(np.isfinite(ratio_s)) and ratio_s.min() >= m)
-    return ClaimRow(
+    return _in_hypotheses(ClaimRow(
         claim=spec.claim,
         parameters=_family_text(P, family_key, lo.n)
         + f"; {lp['replicas']} replicas from a good state whose number "
@@ -196,7 +222,7 @@ def _lower_row(result: MixingResult, spec: ClaimSpec, lo: LowerBound, family_key
         taus=float(lp["horizon_taus"]), start="a stationary-typical state displaced to N's 97.5% point",
         reference=spec.reference, counterfactuals=(Counterfactual(
             "each chain started from a stationary sample (a run started at the answer)",
-            "ratio " + ", ".join(f"{x:.2f}" for x in ratio_s), okls),))
+            "ratio " + ", ".join(f"{x:.2f}" for x in ratio_s), okls),)), P, lo.n, lo.d, lo.lam)
 
 
 def lower_rows(result: MixingResult, spec: ClaimSpec) -> list[ClaimRow]:
@@ -219,7 +245,7 @@ def tail_rows(result: MixingResult, spec: ClaimSpec) -> list[ClaimRow]:
                    "bottom/top coupling",
         theory="P(T > 2m) <= P(T > m)^2 and P(T > 3m) <= P(T > m)^3 (submultiplicative) at the median m; "
                "log P(T > t) linear beyond m",
-        measured=textt, passed=okt, criterion=spec.criterion_text(P, b2=b2, b3=b3),
+        measured=textt, passed=okt, criterion=spec.criterion_text(P, b2=b2, b3=b3), kind="check",
         threshold=spec.threshold_text(P, b2=b2, b3=b3),
         taus=None, start="all empty and all queues at k+1", reference=spec.reference,
         counterfactuals=(Counterfactual("uncoupled chains (independent random numbers)", texttu, oktu),))]
@@ -237,6 +263,7 @@ def _exit_row(result: MixingResult, spec: ClaimSpec, ex: MeetingTimes, exj: Meet
         + f"; N^eps with eps = {gs['eps']} (sup distance of u/n to the "
                    f"fluid fixed point); {gs['replicas']} replicas, {gs['horizon_taus']:g} τ",
         theory="first exit time grows with n (exponentially, at fixed eps)", measured=texte, passed=oke,
+        kind="check",
         criterion=spec.criterion_text(P), threshold=spec.threshold_text(P),
         taus=float(gs["horizon_taus"]), start="the fluid point", reference=spec.reference,
         counterfactuals=(Counterfactual("JSQ(2) in place of JSQ(d), judged against JSQ(d)'s good set", textej,
@@ -259,8 +286,9 @@ CLAIMS: dict[str, ClaimSpec] = {
               "bounded",
         criterion="upper end of the 95% bootstrap CI of the exponent of the ratio in n <= growth (PASS), "
                   "lower end above (FAIL), else INCONCLUSIVE; T_meet = meeting time of the chain from the "
-                  "fluid point with one from a stationary sample (d_TV <= P(T > t))",
-        thresholds=(("growth",),), threshold="exponent upper 95% end <= {growth:g} (claims.growth)",
+                  "fluid point with one from a stationary sample (d_TV <= P(T > t))" + _HYPOTHESES,
+        thresholds=(("growth",), ("hypotheses", "c_max"), ("hypotheses", "buffer_min")),
+        threshold="exponent upper 95% end <= {growth:g} (claims.growth)",
         wrong_models=("jsq2", "d-1"), controls=("uncoupled",), rows=good_rows, reference=REF),
     "bad_start": ClaimSpec(
         key="bad_start",
@@ -279,8 +307,9 @@ CLAIMS: dict[str, ClaimSpec] = {
         claim="the mixing time scales with d^(k-1), not with 1/(1-lam): at fixed 1-lam its exponent in d is "
               "k-1 = {k_minus_1}",
         criterion="two-sided: the 95% bootstrap CI of the exponent of T_meet (good start) in d within "
-                  "k - 1 +- d_exponent_tol (PASS), disjoint from that band (FAIL), else INCONCLUSIVE",
-        thresholds=(("d_exponent_tol",),),
+                  "k - 1 +- d_exponent_tol (PASS), disjoint from that band (FAIL), else INCONCLUSIVE"
+                  + _HYPOTHESES,
+        thresholds=(("d_exponent_tol",), ("hypotheses", "c_max"), ("hypotheses", "buffer_min")),
         threshold="CI within k-1 +- {d_exponent_tol:g} (claims.d_exponent_tol), "
                                                      "two-sided",
         controls=("d_fixed",), rows=d_scaling_rows, reference=REF),
@@ -288,8 +317,10 @@ CLAIMS: dict[str, ClaimSpec] = {
         key="lower",
         claim="lower bound from a good start: the mixing time is at least a constant times n (lam d)^(k-1)",
         criterion="the first time P_t(A) - pi(A) <= 1/4 + 2 SE (conservatively early), over n (lam d)^(k-1), "
-                  "is >= lower_min at every n: a lower bound on the time to d_TV <= 1/4 from that good start",
-        thresholds=(("lower_min",),), threshold="ratio >= {lower_min:g} at every n (claims.lower_min)",
+                  "is >= lower_min at every n: a lower bound on the time to d_TV <= 1/4 from that good start"
+                  + _HYPOTHESES,
+        thresholds=(("lower_min",), ("hypotheses", "c_max"), ("hypotheses", "buffer_min")),
+        threshold="ratio >= {lower_min:g} at every n (claims.lower_min)",
         controls=("stationary_start",), rows=lower_rows, reference=REF),
     "tail": ClaimSpec(
         key="tail",

@@ -6,6 +6,7 @@ import math
 from typing import Any
 
 from qlib import _validate as V
+from qlib.studies.max_length import fluid_max_length
 from qlib.supermarket.theory import predicted_max_length
 
 PointTuple = tuple[int, int, float]
@@ -18,7 +19,13 @@ PointTuple = tuple[int, int, float]
 #: fraction of k d^(k-1) n ln n (then it is of the order of the bound, and the row cannot tell a
 #: routing rule's mixing from conservation of customers); ``lower_min``: row 13's ratio; ``tail_bounds``,
 #: ``tail_z``: row 14's bounds on P(T > 2m), P(T > 3m) and the binomial SEs they allow.
-CLAIM_THRESHOLDS = dict(growth=0.1, d_exponent_tol=0.3, drain_finding=0.1, lower_min=0.2,
+#: The hypotheses H0-H3 every mixing row checks per point (docs/models.md#hypotheses): H1 c =
+#: (1-lam) d^(k-1) <= c_max; H3 n (1-lam)^2 d^(k-1) >= buffer_min, i.e. the buffer n (1-lam) d^(k-1)
+#: is at least sqrt(buffer_min) excursions sqrt(n d^(k-1)) of N. A row with a point outside is a finding.
+HYPOTHESES = dict(c_max=0.5, buffer_min=10.0)
+
+CLAIM_THRESHOLDS = dict(hypotheses=HYPOTHESES, growth=0.1, d_exponent_tol=0.3, drain_finding=0.1,
+                        lower_min=0.2,
                         # row 14: P(T > 2m) <= 1/4 and P(T > 3m) <= 1/8 at the median m, each plus z
                         # binomial SE
                         tail_bounds=(0.25, 0.125), tail_z=1.96)
@@ -78,3 +85,30 @@ def lower_time(n: int, d: int, lam: float) -> float:
     """The lower bound's scale n (lam d)^(k-1) (jump-chain steps)."""
     k = int(predicted_max_length(d, lam))
     return n * (lam * d) ** (k - 1)
+
+
+def hypotheses(n: int, d: int, lam: float, *, c_max: float, buffer_min: float) -> dict[str, Any]:
+    """H0-H3 at one point (docs/models.md#hypotheses), each a boolean, with the numbers compared.
+
+    H0: k = ceil(log(1/(1-lam))/log d) >= 2 and d >= 2 (k - 1 >= 1: a d-dependence to see);
+    H1: c = (1-lam) d^(k-1) <= c_max; H2: the fluid maximum at this n is k; H3: the buffer
+    n (1-lam) d^(k-1) over the excursion scale sqrt(n d^(k-1)) is at least sqrt(buffer_min).
+    """
+    k = int(predicted_max_length(d, lam)) if d > 1 else 0
+    c = (1.0 - lam) * float(d) ** (k - 1)
+    buf = n * (1.0 - lam) ** 2 * float(d) ** (k - 1)
+    return {
+        "H0": bool(d >= 2 and k >= 2),
+        "H1": bool(c <= c_max),
+        "H2": bool(d >= 2 and fluid_max_length(n, d, lam) == k),
+        "H3": bool(buf >= buffer_min),
+        "k": k,
+        "c": c,
+        "eps_dk": (1.0 - lam) * float(d) ** k,
+        "log_n": math.log(n),
+        "buffer_over_excursion": math.sqrt(buf),
+    }
+
+
+def inside(h: dict) -> bool:
+    return bool(h["H0"] and h["H1"] and h["H2"] and h["H3"])

@@ -43,6 +43,7 @@ from qlib.studies.mixing_regime.parameters import (
     inside,
     relaxation_scale,
 )
+from qlib.studies.mixing_regime.prose import findings_markdown
 
 
 def _mean(x: np.ndarray) -> float:
@@ -105,6 +106,7 @@ __all__ = [
     "RegimeResult",
     "certified_samples",
     "claim_rows",
+    "findings_markdown",
     "costs",
     "design_holds",
     "good_start_times",

@@ -325,7 +325,8 @@ CLAIMS: dict[str, ClaimSpec] = {
         claim="the mixing time is nearly optimal: between n (lam d)^(k-1) and k d^(k-1) n ln n up to "
         "constants "
         "along a gamma > 0 family",
-        criterion="at the points inside H0-H3 (a finding if fewer than three): the 95% bootstrap CI of the exponent in n of "
+        criterion="at the points inside H0-H3 (a finding if fewer than three): the 95% bootstrap CI of the "
+        "exponent in n of "
         "T_meet/(n (lam d)^(k-1)) lies above -bound_band and that of T_meet/(k d^(k-1) n ln n) below "
         "+bound_band (PASS), either wholly on the other side (FAIL), else INCONCLUSIVE",
         thresholds=(("bound_band",),),

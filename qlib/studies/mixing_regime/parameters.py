@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from qlib.studies.max_length import fluid_max_length
+from qlib.studies.mixing.parameters import HYPOTHESES, hypotheses, inside  # noqa: F401  (re-exported)
 from qlib.supermarket.theory import predicted_max_length
 
 PointTuple = tuple[int, int, float]
@@ -68,37 +68,10 @@ PARAMETERS: dict[str, dict[str, Any]] = {
 }
 
 
-def hypotheses(n: int, d: int, lam: float, *, c_max: float, buffer_min: float) -> dict[str, Any]:
-    """H0-H3 at one point (docs/models.md#hypotheses), each a boolean, with the numbers compared.
-
-    H0: k = ceil(log(1/(1-lam))/log d) >= 2 and d >= 2 (k - 1 >= 1: a d-dependence to see);
-    H1: c = (1-lam) d^(k-1) <= c_max; H2: the fluid maximum at this n is k; H3: the buffer
-    n (1-lam) d^(k-1) over the excursion scale sqrt(n d^(k-1)) is at least sqrt(buffer_min).
-    """
-    k = int(predicted_max_length(d, lam)) if d > 1 else 0
-    c = (1.0 - lam) * float(d) ** (k - 1)
-    buf = n * (1.0 - lam) ** 2 * float(d) ** (k - 1)
-    return {
-        "H0": bool(d >= 2 and k >= 2),
-        "H1": bool(c <= c_max),
-        "H2": bool(d >= 2 and fluid_max_length(n, d, lam) == k),
-        "H3": bool(buf >= buffer_min),
-        "k": k,
-        "c": c,
-        "eps_dk": (1.0 - lam) * float(d) ** k,
-        "log_n": math.log(n),
-        "buffer_over_excursion": math.sqrt(buf),
-    }
-
-
 def design_holds(n: int, d: int, lam: float, *, c_design: float, log_margin: float) -> bool:
     """The d-sweep's design conditions: (1-lam) d^(k-1) <= c_design and (1-lam) d^k >= ln n + log_margin."""
     k = int(predicted_max_length(d, lam))
     return bool((1 - lam) * d ** (k - 1) <= c_design and (1 - lam) * d**k >= math.log(n) + log_margin)
-
-
-def inside(h: dict) -> bool:
-    return bool(h["H0"] and h["H1"] and h["H2"] and h["H3"])
 
 
 def relaxation_scale(n: int, d: int, lam: float) -> float:
