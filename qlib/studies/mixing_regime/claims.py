@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 
 from qlib import stats
@@ -350,5 +352,8 @@ CLAIMS: dict[str, ClaimSpec] = {
 
 
 def claim_rows(result: RegimeResult) -> list[ClaimRow]:
-    """The rows of every spec of :data:`CLAIMS`, in order."""
-    return [r for spec in CLAIMS.values() for r in spec.rows(result, spec)]
+    """The rows of every spec of :data:`CLAIMS`, in order, each naming the stored entries it was read from."""
+    rows = [r for spec in CLAIMS.values() for r in spec.rows(result, spec)]
+    if not result.provenance:
+        return rows
+    return [dataclasses.replace(r, parameters=f"{r.parameters}; {result.provenance}") for r in rows]

@@ -220,7 +220,11 @@ def _entries(
     """Cached entries; in full mode outside the long tier only what results/long holds fresh (None
     for a point it lacks: its row says so), never a computation."""
     if ctx["read_only"]:
-        return [results.lookup(name, p, s, tiers=("long",)) for p, s in zip(params, seeds)]
+        got = [results.lookup(name, p, s, tiers=("long",)) for p, s in zip(params, seeds)]
+        for p, s, g in zip(params, seeds, got):
+            if g is not None:
+                ctx["records"].append(results.entry("long", name, p, s).record())
+        return got
     for i, (p, s) in enumerate(zip(params, seeds)):
         if results.lookup(name, p, s) is not None:
             ctx["clock"].skip((name, i))
@@ -323,6 +327,8 @@ class RegimeResult:
     family_jsq2: RegimePoints
     hyp_sweep: list
     hyp_family: list
+    #: where the long-tier entries read came from (empty when computed here)
+    provenance: str = ""
 
 
 def _points(P: dict) -> tuple[list[PointTuple], list[PointTuple]]:
@@ -376,6 +382,7 @@ def run(mode: str = "full", *, progress: bool = True) -> RegimeResult:
     read_only = mode == "full" and results.write_tier() != "long"
     ctx = dict(
         P=P,
+        records=[],
         read_only=read_only,
         clock=_Clock(
             costs(mode), out=print if progress or results.write_tier() == "long" else (lambda *a, **k: None)
@@ -401,4 +408,18 @@ def run(mode: str = "full", *, progress: bool = True) -> RegimeResult:
         family_jsq2=_gather(fam_pts, fj, P["cf_replicas"]),
         hyp_sweep=[hypotheses(*p, **H) for p in sweep_pts],
         hyp_family=[hypotheses(*p, **H) for p in fam_pts],
+        provenance=provenance(ctx["records"]),
     )
+
+
+def provenance(records: Sequence[dict]) -> str:
+    """One line on where stored entries came from: how many, the commits and dates, the replica-steps
+    and wall time they record, and the command that recomputes them."""
+    if not records:
+        return ""
+    commits = sorted({str(r.get("commit", "?"))[:9] for r in records})
+    dates = sorted({str(r.get("date", "?"))[:10] for r in records})
+    steps = sum(float(r.get("replica_steps", 0)) for r in records)
+    wall = sum(float(r.get("wall_s", 0)) for r in records)
+    return (f"results/long: {len(records)} entries, commit {', '.join(commits)}, {', '.join(dates)}, "
+            f"{steps:.3g} replica-steps, {wall / 3600:.2f} h wall here; `{LONG_COMMAND}` recomputes them")
