@@ -16,6 +16,7 @@ kernelspec that JupyterLab writes (so opening the copy does not modify it).
 from __future__ import annotations
 
 import os
+import re
 import tempfile
 from contextlib import contextmanager
 from pathlib import Path
@@ -97,9 +98,14 @@ def _poll_in_slices(channel, slice_s: float = 0.5) -> None:
     channel.get_msg = sliced
 
 
+#: an object's address in its default repr, which changes from run to run
+_ADDRESS = re.compile(r" at 0x[0-9a-f]+>")
+
+
 def strip_machine_noise(nb) -> None:
     """Drop what differs between two runs of the same commit: widget state and views (random
-    model ids; progress bars with timings), stderr streams, execution timings."""
+    model ids; progress bars with timings), stderr streams, execution timings, and object
+    addresses in plain-text reprs ("<pandas...Styler at 0x7f8b...>" beside its HTML)."""
     nb.metadata.pop("widgets", None)
     nb.metadata.get("jupytext", {}).pop("formats", None)  # an executed copy pairs with nothing
     nb.metadata["kernelspec"] = dict(KERNELSPEC)
@@ -111,6 +117,10 @@ def strip_machine_noise(nb) -> None:
         cell.outputs = [o for o in cell.get("outputs", [])
                         if not (o.get("output_type") == "stream" and o.get("name") == "stderr")
                         and WIDGET_VIEW not in o.get("data", {})]
+        for o in cell.outputs:
+            text = o.get("data", {}).get("text/plain")
+            if isinstance(text, str) and _ADDRESS.search(text):
+                o["data"]["text/plain"] = _ADDRESS.sub(" at 0x…>", text)
 
 
 @contextmanager

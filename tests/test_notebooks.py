@@ -11,6 +11,7 @@ skips them; `make test` runs everything).
 
 import importlib
 import json
+import re
 
 import nbformat
 import pytest
@@ -149,6 +150,7 @@ def test_committed_notebook_has_no_widget_state(path):
     raw = json.loads(notebooks.paired_ipynb(path).read_text())
     assert "widgets" not in raw.get("metadata", {})
     assert all("widgets" not in c.get("metadata", {}) for c in raw["cells"])
+    assert not re.search(r" at 0x[0-9a-f]+>", notebooks.paired_ipynb(path).read_text())  # no address
 
 
 @pytest.mark.parametrize("path", PATHS, ids=IDS)
@@ -176,3 +178,17 @@ def test_kernel_runs_over_ipc_without_the_tcp_warning(tmp_path):
     assert out.returncode == 0, out.stderr[-3000:]
     assert "without encryption" not in out.stderr
     assert "xla_cpu_small_while_loop_byte_threshold" in out.stdout
+
+
+def test_machine_noise_is_stripped_from_an_executed_notebook():
+    """Two runs of the same commit write the same .ipynb: object addresses in plain-text reprs, widget
+    views and stderr go."""
+    nb = nbformat.v4.new_notebook()
+    cell = nbformat.v4.new_code_cell("df.style")
+    cell.outputs = [nbformat.v4.new_output("execute_result", data={
+        "text/html": "<table></table>", "text/plain": "<pandas.io.formats.style.Styler at 0x7f8ba2339590>"}),
+        nbformat.v4.new_output("stream", name="stderr", text="warning")]
+    nb.cells = [cell]
+    notebooks.strip_machine_noise(nb)
+    assert [o["output_type"] for o in nb.cells[0].outputs] == ["execute_result"]
+    assert nb.cells[0].outputs[0]["data"]["text/plain"] == "<pandas.io.formats.style.Styler at 0x…>"
