@@ -12,7 +12,8 @@ it was before (running notebooks changes no tracked file), and the rendered ``fi
 and ``README.md`` must fit a 1000 px pane. Screenshots and a report (``report.json``,
 ``report.txt``) go to ``browser-screenshots/``; the exit code is 0 only if every check passes.
 
-Modes: ``QLIB_SMOKE=1`` by default (``--mode full`` draws from the stored results); the sweep cache
+Modes: full by default (the notebooks as a user opens them, drawing from the stored results in
+``results/``: Run All takes seconds); ``--mode smoke`` sets ``QLIB_SMOKE=1``; the sweep cache
 is a temporary folder unless ``--cache`` names one. QLIB_FIGURES is not set: a figure that reached
 ``figures/`` would show in git status. Chromium comes from Debian (``apt-get install chromium``),
 never from ``playwright install``; without it (and without a way to install it) the test is skipped
@@ -499,8 +500,9 @@ def main() -> int:
     ap.add_argument(
         "--mode",
         choices=("smoke", "full"),
-        default="smoke",
-        help="smoke: QLIB_SMOKE=1 (default); full: the stored results",
+        default="full",
+        help="full: the notebooks as a user opens them, drawing from the stored results (default); "
+        "smoke: QLIB_SMOKE=1",
     )
     ap.add_argument("--cache", type=Path, help="QLIB_CACHE for the kernels (default: a temporary folder)")
     ap.add_argument("--presses", type=int, default=3, help="key presses each way per slider")
