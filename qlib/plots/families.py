@@ -101,8 +101,8 @@ def buffer_figure(result: FamiliesResult):
     for y in (band["low"], band["high"]):
         ax2.axhline(y, color="k", ls=":", lw=1)
     ax2.set(xscale="log", yscale="log", xlabel=xlabel, ylabel=r"SD$(N) / \sqrt{n d^{k-1}}$",
-            title=r"SD of the number of customers, in units of $\sqrt{n d^{k-1}}$ (dotted: pre-set band)")
-    ax2.legend(fontsize=8)
+            title=r"SD of $N$ over $\sqrt{n d^{k-1}}$ (dotted: pre-set band)")
+    ax2.legend(fontsize=8, loc="upper right", bbox_to_anchor=(1.0, 0.92))
     for a in (ax, ax2):
         plain_log_ticks(a)
     fig.tight_layout()
