@@ -78,6 +78,15 @@ def decide(low: float, high: float, threshold: float, *, above: bool = True) -> 
     return "PASS" if high < threshold else ("FAIL" if low >= threshold else "INCONCLUSIVE")
 
 
+def decide_band(low: float, high: float, band_low: float, band_high: float) -> str:
+    """The verdict of "the quantity lies in [band_low, band_high]" (two-sided) from its 95% CI
+    [low, high]: PASS if the interval lies within the band, FAIL if it is disjoint from it,
+    INCONCLUSIVE if it straddles an edge."""
+    if band_low <= low and high <= band_high:
+        return "PASS"
+    return "FAIL" if high < band_low or low > band_high else "INCONCLUSIVE"
+
+
 def se_distance(value: float, low: float, high: float, threshold: float) -> float | None:
     """How far ``value`` sits from ``threshold``, in standard errors read off its 95% CI [low,
     high] (SE = width / (2 x 1.96)); None when the CI has no width (no SE to count in)."""
@@ -288,7 +297,7 @@ from qlib.claims_table import (  # noqa: E402
 )
 
 __all__ = [
-    "ClaimRow", "ClaimSpec", "Counterfactual", "STUDIES", "KINDS", "VERDICTS", "MIN_TAUS",
+    "ClaimRow", "ClaimSpec", "Counterfactual", "STUDIES", "decide_band", "KINDS", "VERDICTS", "MIN_TAUS",
     "collect", "se_distance", "combine", "counts", "decide", "exit_failed", "summary",
     "to_markdown", "to_text", "to_json", "to_dataframe", "summary_markdown", "compact_markdown",
     "key_number", "figure_of", "where", "FIGURES", "KIND_NAMES", "published"

@@ -10,7 +10,7 @@ from fractions import Fraction
 import numpy as np
 
 from qlib import stats
-from qlib.claims import ClaimRow, ClaimSpec, Counterfactual
+from qlib.claims import ClaimRow, ClaimSpec, Counterfactual, decide_band
 from qlib.studies.mixing.compute import LowerBound, MeetingTimes, MixingResult
 from qlib.studies.mixing.parameters import hypotheses, inside, lower_time, reference_time
 from qlib.studies.wrong_models import WRONG_MODELS, resolution
@@ -162,13 +162,7 @@ def _d_exponent(m: MeetingTimes, d_axis: np.ndarray | None, tol: float) -> tuple
     if not _met(m.T):
         return "FAIL", f"{int(np.sum(~np.isfinite(m.T)))} replica-runs never met", None, k
     fit = stats.fit_power_law(d, m.T)
-    lo_b, hi_b = k - 1 - tol, k - 1 + tol
-    if lo_b <= fit.ci[0] and fit.ci[1] <= hi_b:
-        v = "PASS"
-    elif fit.ci[1] < lo_b or fit.ci[0] > hi_b:
-        v = "FAIL"
-    else:
-        v = "INCONCLUSIVE"
+    v = decide_band(fit.ci[0], fit.ci[1], k - 1 - tol, k - 1 + tol)
     return v, f"exponent of T_meet in d: {fit}", fit.exponent, k
 
 

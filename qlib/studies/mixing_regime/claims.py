@@ -7,7 +7,7 @@ import dataclasses
 import numpy as np
 
 from qlib import stats
-from qlib.claims import ClaimRow, ClaimSpec, Counterfactual, combine, decide
+from qlib.claims import ClaimRow, ClaimSpec, Counterfactual, combine, decide, decide_band
 from qlib.studies.mixing.parameters import lower_time, reference_time
 from qlib.studies.mixing_regime.compute import LONG_COMMAND, RegimePoints, RegimeResult
 from qlib.studies.mixing_regime.parameters import design_holds, inside, relaxation_scale
@@ -50,11 +50,7 @@ def _exponent(x: np.ndarray, T: np.ndarray) -> stats.PowerFit | None:
 
 def _band_verdict(fit: stats.PowerFit | None, lo: float, hi: float) -> str:
     """PASS when the CI lies within [lo, hi], FAIL when disjoint (or never met), else INCONCLUSIVE."""
-    if fit is None:
-        return "FAIL"
-    if lo <= fit.ci[0] and fit.ci[1] <= hi:
-        return "PASS"
-    return "FAIL" if fit.ci[1] < lo or fit.ci[0] > hi else "INCONCLUSIVE"
+    return "FAIL" if fit is None else decide_band(fit.ci[0], fit.ci[1], lo, hi)
 
 
 def _unmet(T: np.ndarray) -> str:
