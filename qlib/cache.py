@@ -152,6 +152,32 @@ def cached(name: str, params: Mapping, seed: int, compute: Callable[[], Mapping[
                           study=getattr(compute, "__module__", None))[0]
 
 
+class NotStored(LookupError):
+    """Raised inside :func:`stored_only` for points the tier holds no fresh entry of: ``points`` is
+    a list of (name, params, seed), what :func:`qlib.results.row_status` needs to say why."""
+
+    def __init__(self, tier: str, points: list[tuple[str, Mapping, Any]]):
+        super().__init__(f"results/{tier} holds no fresh entry for {len(points)} point(s) of {points[0][0]}")
+        self.tier, self.points = tier, points
+
+
+_STORED_ONLY: contextvars.ContextVar = contextvars.ContextVar("qlib_stored_only", default=None)
+
+
+@contextlib.contextmanager
+def stored_only(tier: str):
+    """Inside this block :func:`cached_points` computes nothing: it reads fresh entries of
+    ``results/<tier>`` and raises :class:`NotStored` for any point the tier lacks (or holds
+    stale). Yields the list the records of the entries read are appended to (their provenance).
+    How a study reads its long-tier points outside ``make results-long``."""
+    records: list[dict] = []
+    token = _STORED_ONLY.set((tier, records))
+    try:
+        yield records
+    finally:
+        _STORED_ONLY.reset(token)
+
+
 def cached_points(name: str, params: Sequence[Mapping], seeds: Sequence[int],
                   compute: Callable[[list[int]], Sequence[Mapping[str, Any]]], *, group: int = 8,
                   refresh: bool | None = None) -> list[dict[str, np.ndarray]]:
@@ -173,6 +199,15 @@ def _cached_points(name, params, seeds, compute, *, group, refresh, study):
 
     if len(params) != len(seeds):
         raise ValueError(f"params and seeds must have the same length; got {len(params)} and {len(seeds)}")
+    only = _STORED_ONLY.get()
+    if only is not None:
+        tier_only, read = only
+        got = [results.lookup(name, p, s, tiers=(tier_only,)) for p, s in zip(params, seeds)]
+        lacking = [(name, p, s) for p, s, g in zip(params, seeds, got) if g is None]
+        if lacking:
+            raise NotStored(tier_only, lacking)
+        read.extend(results.entry(tier_only, name, p, s).record() for p, s in zip(params, seeds))
+        return got  # type: ignore[return-value]
     records = [_record(name, p, s) for p, s in zip(params, seeds)]
     stems = [cache_dir() / key(name, p, s) for p, s in zip(params, seeds)]
     tier, run = results.write_tier(), results.run_id()

@@ -41,6 +41,7 @@ from qlib.results.checkpoints import (
 )
 from qlib.results.freshness import (
     lookup,
+    provenance_text,
     read,
     row_status,
     stale_reasons,
@@ -112,6 +113,7 @@ __all__ = [
     "lookup",
     "note",
     "status",
+    "provenance_text",
     "stale_row_text",
     "row_status",
     "verify",

@@ -56,14 +56,16 @@ def status(e: Entry | None, *, recompute: bool = False) -> str:
     return "stale" if stale_reasons(e.record()) else "fresh"
 
 
-def stale_row_text(tier: str = "long") -> str:
-    """What a claim row shows for a stored result that is not fresh."""
-    return f"stale: rerun `{LONG_COMMAND if tier == 'long' else 'make figures'}`"
+def stale_row_text(tier: str = "long", command: str | None = None) -> str:
+    """What a claim row shows for a stored result that is not fresh (``command``: the one that
+    recomputes it, default the tier's)."""
+    return f"stale: rerun `{command or (LONG_COMMAND if tier == 'long' else 'make figures')}`"
 
 
-def row_status(name: str, params: Mapping, seed: Any, tier: str = "long") -> tuple[str, str]:
+def row_status(name: str, params: Mapping, seed: Any, tier: str = "long",
+               command: str | None = None) -> tuple[str, str]:
     """(status, text for the claim row): "fresh" with the entry's provenance, else the stale or
-    missing text. For the studies' rows of long points."""
+    missing text naming ``command`` (default: the tier's). For the studies' rows of long points."""
     e = entry(tier, name, params, seed)
     s = status(e)
     if s == "fresh":
@@ -73,7 +75,8 @@ def row_status(name: str, params: Mapping, seed: Any, tier: str = "long") -> tup
             f"{tier} result {r['date'][:10]}, commit {r['commit'][:9]}, "
             f"{r['replica_steps']:.3g} replica-steps",
         )
-    return s, stale_row_text(tier) if s == "stale" else f"missing: run `{LONG_COMMAND}`"
+    command = command or LONG_COMMAND
+    return s, stale_row_text(tier, command) if s == "stale" else f"missing: run `{command}`"
 
 
 def lookup(
@@ -104,3 +107,16 @@ def lookup(
                 f"stored result {tier}/{e.stem.name} is stale ({err}); {what}", ResultsWarning, stacklevel=3
             )
     return None
+
+
+def provenance_text(records: Sequence[Mapping], command: str) -> str:
+    """One line on where stored entries came from: how many, the commits and dates, the
+    replica-steps and wall time they record, and ``command``, which recomputes them ("" if none)."""
+    if not records:
+        return ""
+    commits = sorted({str(r.get("commit", "?"))[:9] for r in records})
+    dates = sorted({str(r.get("date", "?"))[:10] for r in records})
+    steps = sum(float(r.get("replica_steps", 0)) for r in records)
+    wall = sum(float(r.get("wall_s", 0)) for r in records)
+    return (f"results/long: {len(records)} entries, commit {', '.join(commits)}, {', '.join(dates)}, "
+            f"{steps:.3g} replica-steps, {wall / 3600:.2f} h wall here; `{command}` recomputes them")

@@ -61,18 +61,31 @@ def long_jobs(only: Sequence[str] | None = None) -> list[tuple[str, str]]:
 
 
 def estimate_work(modules: Sequence[str], scale: float) -> float:
-    """The replica-steps a long run of these studies will take, estimated as ``scale`` times what
-    their default-tier entries recorded (the studies multiply every full-mode run length by the
+    """The replica-steps a long run of these studies will take: a study's own ``long_cost()`` where
+    it has one (the points it lacks, sized a priori), else ``scale`` times what its default-tier
+    entries recorded (the studies multiply every full-mode run length by the
     scale; the points added at large scales make it an underestimate, which the rate corrects)."""
+    import importlib
+
     total = 0.0
+    sized = []
+    for m in modules:  # a study that sizes its own long points (e.g. families.long_cost)
+        cost = getattr(importlib.import_module(m), "long_cost", None)
+        if cost is not None:
+            total += float(cost())
+            sized.append(m)
+    modules = [m for m in modules if m not in sized]
+    if not modules:
+        return total
+    default_total = 0.0
     for e in entries("default"):
         try:
             r = e.record()
         except (OSError, ValueError):
             continue
         if r.get("study") in modules or r.get("study") is None:
-            total += float(r.get("replica_steps", 0))
-    return scale * total
+            default_total += float(r.get("replica_steps", 0))
+    return total + scale * default_total
 
 
 def run_long(jobs: Sequence[tuple[str, Any]], *, scale: float, mode: str = "full", out=print) -> None:

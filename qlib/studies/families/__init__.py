@@ -43,6 +43,8 @@ from qlib.studies.families.compute import (
     family_point,
     gamma,
     hypotheses,
+    long_cost,
+    long_read_only,
     run,
     slope_ci,
 )
@@ -51,4 +53,5 @@ from qlib.studies.wrong_models import WRONG_MODELS
 
 __all__ = ["methods_markdown", "PARAMETERS", "CLAIMS", "WRONG_MODELS", "Family", "FamiliesResult",
            "CustomersSD", "run", "claim_rows", "family_point", "family_ns", "gamma", "hypotheses", "slope_ci",
+           "long_cost", "long_read_only",
            "summary_table", "summary", "findings_markdown", "customers_sd"]

@@ -6,6 +6,8 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 
+import numpy as np
+
 from qlib import stats
 from qlib._rng import named_seed
 from qlib.claims import ClaimRow, ClaimSpec, Counterfactual, combine, decide, se_distance
@@ -25,7 +27,33 @@ def _start(parameters: dict) -> str:
 def _fam_text(f: Family) -> str:
     ns = ", ".join(f"{int(n):.0e}".replace("e+0", "e") for n in f.ns)
     return (f"family {f.name}: lam = 1 - n^-{f.alpha:g}, d = floor(n^{f.beta:g}), k = {f.k}, "
-            f"gamma = {f.gamma:+.2f}; n = {ns}")
+            f"gamma = {f.gamma:+.2f}; n = {ns}" + (f" ({f.provenance})" if f.provenance else ""))
+
+
+def _missing_text(f: Family) -> str:
+    """What the long tier lacks of the family's design ("" if nothing)."""
+    return "; ".join(f"n = {n}: {why}" for n, why in f.missing)
+
+
+def _budget_text(parameters: dict, f: Family) -> str:
+    L = parameters["long"]
+    text = f"{parameters['batches']} x {parameters['batch_taus']:g} τ"
+    if L["ns"].get(f.name):
+        text += f" ({L['batches']} x {parameters['batch_taus']:g} τ at the long tier's n)"
+    return text
+
+
+def deciding_n(ns, q, p_min: float) -> float:
+    """The n where the straight line of log P(max != k) against log n fitted through the points
+    reaches (1 - p_min)/2, where a run of the same length would decide P(max = k) >= p_min (an
+    extrapolation, printed as one; nan if P(max != k) does not fall)."""
+    ns, q = np.asarray(ns, dtype=float), np.maximum(np.asarray(q, dtype=float), 1e-6)
+    if ns.size < 2:
+        return float("nan")
+    b, c = np.polyfit(np.log(ns), np.log(q), 1)
+    if b >= 0:
+        return float("nan")
+    return float(np.exp((math.log((1 - p_min) / 2) - c) / b))
 
 
 def _hyp_text(f: Family) -> str:
@@ -73,7 +101,14 @@ def concentration_rows(result: FamiliesResult, spec: ClaimSpec) -> list[ClaimRow
         v_p = decide(plo, phi, C["p_min"])
         v_s = decide(blo, bhi, C["slope_max"], above=False) if math.isfinite(blo) else "INCONCLUSIVE"
         inside = f.inside()
-        outcome = combine([v_p, v_s]) if inside else "finding"
+        outcome = ("INCONCLUSIVE" if f.missing else combine([v_p, v_s])) if inside else "finding"
+        if inside and outcome != "PASS" and not f.missing:
+            n_dec = deciding_n(f.ns, q, C["p_min"])
+            decide_text = ("; at the fitted slope P(max != k) falls to (1 - p_min)/2 near n ≈ "
+                           f"{n_dec:.1e} (an extrapolation: a run there would decide)" if math.isfinite(n_dec)
+                           else "; P(max != k) does not fall: no n would decide it")
+        else:
+            decide_text = ""
 
         def judge(e, j, k=f.k):
             lo, hi, m = float(e.max_low[j, k]), float(e.max_high[j, k]), float(e.max_dist[j, k])
@@ -89,8 +124,8 @@ def concentration_rows(result: FamiliesResult, spec: ClaimSpec) -> list[ClaimRow
                      f"{bhi:.2f}); half-width of P(max = k) at the largest n {(phi - plo) / 2:.3f} (target "
                      f"{C['p_halfwidth_target']:g}: "
                      f"{'reached' if (phi - plo) / 2 <= C['p_halfwidth_target'] else 'not reached'} within "
-                     f"the step budget of {result.parameters['batches']} x "
-                     f"{result.parameters['batch_taus']:g} τ)",
+                     f"the step budget of {_budget_text(result.parameters, f)})" + decide_text
+                     + (f"; not judged: the long tier lacks {_missing_text(f)}" if f.missing else ""),
             passed=outcome == "PASS", outcome=outcome, criterion=spec.criterion_text(result.parameters),
             threshold=thr,
             taus=float(f.est.taus.min()), start=_start(result.parameters), reference=spec.reference,
@@ -114,7 +149,9 @@ def most_at_k_rows(result: FamiliesResult, spec: ClaimSpec) -> list[ClaimRow]:
             parts.append(f"n={int(f.ns[j])}: {m:.3f} ({lo:.3f} to {hi:.3f}) vs {bound:.3f}"
                          + ("" if j in judged else " (outside H0, H1, H3: not judged)"))
         inside = bool(judged)
-        outcome = combine(vs) if inside else "finding"
+        outcome = ("INCONCLUSIVE" if f.missing and f.inside() else combine(vs)) if inside else "finding"
+        if f.missing:
+            parts.append(f"not judged: the long tier lacks {_missing_text(f)}")
 
         def judge(e, j, kk=k, f=f):  # f bound now (it is called within this iteration anyway)
             bound = 1 - C["slack"] * f.c(f.ns.size - 1)

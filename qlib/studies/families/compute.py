@@ -4,6 +4,7 @@ statistics the rows use."""
 
 from __future__ import annotations
 
+import contextlib
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -11,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from qlib import cache
+from qlib import cache, results
 from qlib._rng import named_seed
 from qlib.config import scale
 from qlib.studies import ArrayResult, check_mode
@@ -19,7 +20,12 @@ from qlib.studies.max_length import Estimates, estimates, fluid_max_length
 from qlib.studies.wrong_models import WRONG_MODELS, point_of
 from qlib.supermarket import predicted_max_length, relaxation_time, simulate
 
-#: The families: name -> (alpha, beta, ns). ``scaled`` adds n from ``--scale from_scale`` on.
+PointTuple = tuple[int, int, float]
+
+#: the command that computes the long-tier points
+LONG_COMMAND = "make results-long ONLY=families"
+
+#: The families: name -> (alpha, beta, ns); the long tier adds PARAMETERS[mode]["long"]["ns"].
 _FULL_FAMILIES = {
     # k = 2, gamma > 0: the largest gamma (buffer/excursion n^0.4), c = (1-lam) d falls slowly (n^-0.1)
     "A": dict(alpha=0.5, beta=0.4, ns=[1_000, 3_000, 10_000]),
@@ -39,7 +45,7 @@ PARAMETERS: dict[str, dict[str, Any]] = {
     "smoke": {
         "families": {"A": dict(alpha=0.5, beta=0.4, ns=[300, 1_000]),
                      "D": dict(alpha=0.75, beta=0.5, ns=[300]), "K3": dict(alpha=0.8, beta=0.35, ns=[300])},
-        "scaled": dict(from_scale=10.0, ns={}, extra={}),
+        "long": dict(ns={}, batches=1, wrong=dict(replicas=2, batches=1, batch_taus=10.0, models=["jsq2"])),
         "replicas": 4, "burn_taus": 20.0, "batch_taus": 10.0, "batches": 1,
         "sd": dict(replicas=2, taus=2.0, samples=50),
         "wrong": dict(replicas=2, batches=1, batch_taus=10.0, models=["jsq2", "d-1"]),
@@ -49,13 +55,16 @@ PARAMETERS: dict[str, dict[str, Any]] = {
     },
     "full": {
         "families": _FULL_FAMILIES,
-        # from --scale 2: n = 1e4 for E and K3; from --scale 10: n = 3e4 and 1e5 for the k = 2 families
-        # with gamma >= 0 (~1e10 replica-steps at n = 1e5 for C and D: minutes of a GPU, an hour of this
-        # machine), n = 3e4 for E and K3 (their tau grows fast: ~1e11 replica-steps at n = 1e5)
-        "scaled": dict(from_scale=10.0,
-                       ns={"A": [30_000, 100_000], "B": [30_000, 100_000], "C": [30_000, 100_000],
-                                            "D": [30_000, 100_000], "E": [30_000], "K3": [30_000]},
-                       extra={"E": [10_000], "K3": [10_000]}, extra_from=2.0),
+        # The long tier (make results-long ONLY=families; fixed before that run, issue 30): n = 3e4 and
+        # 1e5 for the three families inside H0-H3 (A, B, C), 2 batches of 20 tau after the 20 tau
+        # burn-in (~6e10 replica-steps in all). Their rows are judged at the largest n of this design;
+        # outside the long run they read results/long and compute nothing (a point it lacks makes the
+        # row INCONCLUSIVE). The wrong models at 1e5: the far ones only (JSQ(2), JSQ(d/2)), 2 replicas
+        # of 10 tau: the near ones (d - 1, 0.9 d, the other rule: d ~ 100-316) satisfy the same theorem
+        # and were not told apart at n = 1e4; their evidence is the level-flow identity rows.
+        "long": dict(ns={"A": [30_000, 100_000], "B": [30_000, 100_000], "C": [30_000, 100_000]},
+                     batches=2,
+                     wrong=dict(replicas=2, batches=1, batch_taus=10.0, models=["jsq2", "half_d"])),
         "replicas": 8, "burn_taus": 20.0, "batch_taus": 20.0, "batches": 1,
         "sd": dict(replicas=4, taus=10.0, samples=400),
         "wrong": dict(replicas=4, batches=1, batch_taus=10.0,
@@ -93,18 +102,16 @@ def gamma(alpha: float, beta: float) -> float:
 
 
 def family_ns(mode: str, name: str) -> list[int]:
-    """The n run for family ``name`` in ``mode``: its ``ns``, plus the ``scaled`` ones from the
-    scales that add them."""
+    """The n of family ``name`` in ``mode``'s design: its ``ns`` (the default tier) and the long
+    tier's ``long.ns`` (computed only by ``make results-long``, read from results/long otherwise)."""
     P = PARAMETERS[check_mode(mode)]
-    ns = list(P["families"][name]["ns"])
-    if mode != "full":
-        return ns
-    sc = P["scaled"]
-    if scale() >= sc.get("extra_from", sc["from_scale"]):
-        ns += [n for n in sc["extra"].get(name, []) if n not in ns]
-    if scale() >= sc["from_scale"]:
-        ns += [n for n in sc["ns"].get(name, []) if n not in ns]
-    return sorted(ns)
+    return sorted(set(P["families"][name]["ns"]) | set(P["long"]["ns"].get(name, [])))
+
+
+def long_read_only(mode: str) -> bool:
+    """Whether the long-tier points are read from results/long (True) or computed: computed in
+    smoke mode and while ``make results-long`` writes the long tier."""
+    return mode == "full" and results.write_tier() != "long"
 
 
 # --------------------------------------------------------------------------- results
@@ -135,6 +142,12 @@ class Family:
     sd: CustomersSD
     wrong: dict
     hyp: list
+    #: the design's n whose long-tier entry results/long lacks or holds stale: (n, why)
+    missing: tuple = ()
+    #: where the long-tier entries read came from ("" when none were read)
+    provenance: str = ""
+    #: H0-H3 at the design's largest n (whether or not it was run)
+    design_hyp: dict | None = None
 
     @property
     def ns(self) -> np.ndarray:
@@ -162,9 +175,8 @@ class Family:
         return float(math.sqrt(self.est.n[j] * float(self.est.d[j]) ** (self.k - 1)))
 
     def inside(self, j: int | None = None) -> bool:
-        """H0-H3 at point j (default: the largest n)."""
-        j = self.est.n.size - 1 if j is None else j
-        h = self.hyp[j]
+        """H0-H3 at point j (default: the design's largest n, run or not)."""
+        h = (self.design_hyp or self.hyp[-1]) if j is None else self.hyp[j]
         return bool(h["H0"] and h["H1"] and h["H2"] and h["H3"])
 
 
@@ -221,39 +233,138 @@ def customers_sd(name: str, points: Sequence[tuple[int, int, float]], *, replica
     return CustomersSD.from_arrays({f: np.stack([g[f] for g in got]) for f in got[0]})
 
 
+def _concat(parts: Sequence, cls):
+    """One ArrayResult from per-point ones (stacked along the point axis)."""
+    return cls.from_arrays({k: np.concatenate([p.arrays()[k] for p in parts]) for k in parts[0].arrays()})
+
+
+def _estimates_and_sd(mode: str, name: str, pts: Sequence[PointTuple], batches: int, *,
+                      progress: bool) -> tuple[Estimates, CustomersSD]:
+    """The equilibrium estimates and SD(N) at ``pts`` of family ``name`` (cached per point)."""
+    P = PARAMETERS[mode]
+    sdp = P["sd"]
+    seeds = [named_seed(P["stream"], name, n) for n, _, _ in pts]
+    est = estimates(f"families_{name}", pts, replicas=P["replicas"], seeds=seeds, batches=batches,
+                    burn_taus=P["burn_taus"], batch_taus=P["batch_taus"], progress=progress)
+    sd = customers_sd(f"families_sd_{name}", pts, replicas=sdp["replicas"],
+                      seeds=[named_seed(P["stream"], name, n, "sd") for n, _, _ in pts],
+                      burn_taus=P["burn_taus"], taus=sdp["taus"], samples=sdp["samples"])
+    return est, sd
+
+
+def long_cost(mode: str = "full") -> float:
+    """The replica-steps of the long-tier points results/long does not hold yet (a-priori: replicas
+    x relaxation times x steps per relaxation time), what ``make results-long``'s ETA is sized by."""
+    P = PARAMETERS[check_mode(mode)]
+    L, sdp, W = P["long"], P["sd"], P["long"]["wrong"]
+    total = 0.0
+    for name, ns in L["ns"].items():
+        fam = P["families"][name]
+        for i, n in enumerate(ns):
+            pt = family_point(n, fam["alpha"], fam["beta"])
+            per_tau = relaxation_time(pt[1], pt[2]) * (1.0 + pt[2]) * pt[0]
+            try:
+                with cache.stored_only("long"):
+                    _estimates_and_sd(mode, name, [pt], L["batches"], progress=False)
+            except cache.NotStored:
+                total += per_tau * (P["replicas"] * (P["burn_taus"] + L["batches"] * P["batch_taus"])
+                                    + sdp["replicas"] * (P["burn_taus"] + sdp["taus"]))
+            if i == len(ns) - 1:
+                with cache.stored_only("long"):
+                    if not _wrong_models(mode, name, pt, True, progress=False)[0]:
+                        runs = len(W["models"]) * W["replicas"]
+                        total += per_tau * runs * (P["burn_taus"] + W["batch_taus"])
+    return total
+
+
+def _family_points(mode: str, name: str, fam: dict, *, progress: bool) -> tuple:
+    """The estimates and SD(N) at the family's default-tier n (one call: cached together) and at
+    each long-tier n (one entry per point, so a killed long run resumes): (points, Estimates,
+    CustomersSD, missing, records)."""
+    P = PARAMETERS[mode]
+    L = P["long"]
+    a, b = fam["alpha"], fam["beta"]
+    # --scale lengthens the default-tier points, except in the long run (it reads them from results/default)
+    scaled = mode == "full" and results.write_tier() != "long"
+    nb = P["batches"] * (max(1, int(round(scale()))) if scaled else 1)
+
+    def one(pts, batches):
+        return _estimates_and_sd(mode, name, pts, batches, progress=progress)
+
+    pts = [family_point(n, a, b) for n in fam["ns"]]
+    est, sd = one(pts, nb)
+    ests, sds, missing, records = [est], [sd], [], []
+    read_only = long_read_only(mode)
+    for n in L["ns"].get(name, []):
+        pt = family_point(n, a, b)
+        try:
+            with cache.stored_only("long") if read_only else contextlib.nullcontext([]) as read:
+                e, s = one([pt], L["batches"])
+        except cache.NotStored as err:
+            nm, prm, seed = err.points[0]
+            missing.append((n, results.row_status(nm, prm, seed, command=LONG_COMMAND)[1]))
+            continue
+        records += read
+        pts.append(pt)
+        ests.append(e)
+        sds.append(s)
+    return pts, _concat(ests, Estimates), _concat(sds, CustomersSD), tuple(missing), records
+
+
+def _wrong_models(mode: str, name: str, top: PointTuple, long: bool, *, progress: bool) -> tuple[dict, list]:
+    """The wrong models at the family's largest n (``long``: the long tier's, with its wrong-model
+    run lengths, read from results/long outside the long run): (model -> Estimates, records read);
+    ({}, []) if results/long lacks one."""
+    P = PARAMETERS[mode]
+    W = P["long"]["wrong"] if long else P["wrong"]
+    out = {}
+    try:
+        reading = long and long_read_only(mode)
+        with cache.stored_only("long") if reading else contextlib.nullcontext([]) as read:
+            for wm in W["models"]:
+                wp = point_of(wm, top)
+                out[wm] = estimates(f"families_wrong_{name}_{wm.replace('*', 'x')}", [wp],
+                                    replicas=W["replicas"],
+                                    seeds=[named_seed(P["stream"], name, top[0], wm)], batches=W["batches"],
+                                    burn_taus=P["burn_taus"], batch_taus=W["batch_taus"], taus_of=[top],
+                                    replacement=not WRONG_MODELS[wm].flip, progress=progress)
+    except cache.NotStored:
+        return {}, []
+    return out, read
+
+
 def run(mode: str = "full", *, progress: bool = True) -> FamiliesResult:
-    """Every estimate of the study for ``mode``; full-mode batches are multiplied by
-    :func:`qlib.config.scale` (and larger n join from the ``scaled`` scales)."""
+    """Every estimate of the study for ``mode``.
+
+    Args:
+        mode: "full" or "smoke".
+        progress: show the simulations' progress.
+
+    Returns:
+        A :class:`FamiliesResult`. In full mode the default-tier points' batches are multiplied by
+        :func:`qlib.config.scale`; the long-tier points (``PARAMETERS["full"]["long"]``) are computed
+        only while ``make results-long`` writes the long tier and read from results/long otherwise
+        (a point it lacks is listed in the family's ``missing``).
+    """
     mode = check_mode(mode)
     P = PARAMETERS[mode]
-    nb = P["batches"] * (max(1, int(round(scale()))) if mode == "full" else 1)
     H = P["claims"]["hypotheses"]
     out = []
     for name, fam in P["families"].items():
         a, b = fam["alpha"], fam["beta"]
-        pts = [family_point(n, a, b) for n in family_ns(mode, name)]
-        seeds = [named_seed(P["stream"], name, n) for n, _, _ in pts]
-        est = estimates(f"families_{name}", pts, replicas=P["replicas"], seeds=seeds, batches=nb,
-                        burn_taus=P["burn_taus"], batch_taus=P["batch_taus"], progress=progress)
-        sdp = P["sd"]
-        sd = customers_sd(f"families_sd_{name}", pts, replicas=sdp["replicas"],
-                          seeds=[named_seed(P["stream"], name, n, "sd") for n, _, _ in pts],
-                          burn_taus=P["burn_taus"], taus=sdp["taus"], samples=sdp["samples"])
+        pts, est, sd, missing, records = _family_points(mode, name, fam, progress=progress)
         hyp = [hypotheses(n, d, lam, a, b, **H) for n, d, lam in pts]
-        k = math.ceil(a / b - 1e-12)
+        design_top = family_point(family_ns(mode, name)[-1], a, b)
+        design_hyp = hypotheses(*design_top, a, b, **H)
         wrong = {}
-        if all(hyp[-1][h] for h in ("H0", "H1", "H2", "H3")):
-            W = P["wrong"]
-            top = pts[-1]
-            for wm in W["models"]:
-                wp = point_of(wm, top)
-                wrong[wm] = estimates(f"families_wrong_{name}_{wm.replace('*', 'x')}", [wp],
-                                      replicas=W["replicas"],
-                                      seeds=[named_seed(P["stream"], name, top[0], wm)], batches=W["batches"],
-                                      burn_taus=P["burn_taus"], batch_taus=W["batch_taus"], taus_of=[top],
-                                      replacement=not WRONG_MODELS[wm].flip, progress=progress)
-        out.append(Family(name=name, alpha=a, beta=b, k=k, gamma=gamma(a, b), est=est, sd=sd, wrong=wrong,
-                          hyp=hyp))
+        if all(design_hyp[h] for h in ("H0", "H1", "H2", "H3")) and not missing:
+            wrong, read = _wrong_models(mode, name, design_top, bool(P["long"]["ns"].get(name)),
+                                        progress=progress)
+            records += read
+        out.append(Family(name=name, alpha=a, beta=b, k=math.ceil(a / b - 1e-12), gamma=gamma(a, b), est=est,
+                          sd=sd, wrong=wrong, hyp=hyp, missing=missing,
+                          provenance=results.provenance_text(records, LONG_COMMAND),
+                          design_hyp=design_hyp))
     return FamiliesResult(mode=mode, parameters=P, families=out)
 
 

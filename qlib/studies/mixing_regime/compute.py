@@ -413,13 +413,5 @@ def run(mode: str = "full", *, progress: bool = True) -> RegimeResult:
 
 
 def provenance(records: Sequence[dict]) -> str:
-    """One line on where stored entries came from: how many, the commits and dates, the replica-steps
-    and wall time they record, and the command that recomputes them."""
-    if not records:
-        return ""
-    commits = sorted({str(r.get("commit", "?"))[:9] for r in records})
-    dates = sorted({str(r.get("date", "?"))[:10] for r in records})
-    steps = sum(float(r.get("replica_steps", 0)) for r in records)
-    wall = sum(float(r.get("wall_s", 0)) for r in records)
-    return (f"results/long: {len(records)} entries, commit {', '.join(commits)}, {', '.join(dates)}, "
-            f"{steps:.3g} replica-steps, {wall / 3600:.2f} h wall here; `{LONG_COMMAND}` recomputes them")
+    """:func:`qlib.results.provenance_text` of the entries read, with this study's command."""
+    return results.provenance_text(records, LONG_COMMAND)
