@@ -10,7 +10,7 @@
 # make figures  — set up and run the main job: every notebook in full mode -> figures/,
 #                 and the claims table -> figures/claims.md; recomputes results/default/ and
 #                 compares it with the stored entries ("reproduced N of N"; docs/running.md).
-# make results-long — the long tier -> results/long/ (scale 10; resumable: rerun after a kill;
+# make results-long — the long tier -> results/long/ (the studies' long points; resumable: rerun after a kill;
 #                 PROCESSES=N local processes, ONLY=name a study, SCALE=S).
 # make bench    — the benchmark suite -> benchmarks/README.md tables and plots.
 # make browser-test — JupyterLab in headless Chromium on the repository: Run All of each notebook
@@ -69,7 +69,7 @@ figures: setup
 	$(PY) -m qlib figures
 
 results-long: setup
-	$(PY) -m qlib results-long --scale $(or $(SCALE),10) --processes $(or $(PROCESSES),1) $(if $(ONLY),--only $(ONLY))
+	$(PY) -m qlib results-long --scale $(or $(SCALE),1) --processes $(or $(PROCESSES),1) $(if $(ONLY),--only $(ONLY))
 
 claims: setup
 	$(PY) -m qlib reproduce

@@ -203,15 +203,18 @@ def test_findings_render_from_the_result_and_max_rows_use_the_preset_threshold(s
 
 def test_long_points_join_from_their_scale(monkeypatch):
     monkeypatch.delenv("QLIB_SCALE", raising=False)
-    base = eq.finite_n_sizes("full")
-    assert 10_000 not in base and 10_000 not in eq.family_sizes("full")
+    assert 10_000 not in eq.family_sizes("full")
     assert len(eq.sweep_points("full")) == len(eq.PARAMETERS["full"]["sweep"]["ns"])
     monkeypatch.setenv("QLIB_SCALE", "2")
-    assert 10_000 in eq.finite_n_sizes("full") and 100_000 not in eq.finite_n_sizes("full")
     assert 10_000 in eq.family_sizes("full")
     assert len(eq.sweep_points("full")) == len(eq.PARAMETERS["full"]["sweep"]["ns"]) + 1
-    monkeypatch.setenv("QLIB_SCALE", "10")
-    assert 100_000 in eq.finite_n_sizes("full")
+
+
+def test_finite_n_design_is_the_default_and_the_long_tier(monkeypatch):
+    # n = 1e4 and 1e5 belong to the long tier whatever the scale (computed by make results-long only)
+    for s in ("1", "10"):
+        monkeypatch.setenv("QLIB_SCALE", s)
+        assert eq.finite_n_sizes("full") == [1_000, 3_000, 10_000, 100_000]
     assert eq.finite_n_sizes("smoke") == eq.PARAMETERS["smoke"]["finite_n"]["ns"]
 
 

@@ -168,14 +168,14 @@ def cli(a) -> int:
         raise ValueError(f"--processes must be an integer >= 1; got {a.processes}")
     if a.processes > 1 and not os.environ.get("QLIB_NUM_PROCESSES"):
         argv = (
-            ["results-long", "--scale", repr(a.scale or 10.0)]
+            ["results-long", "--scale", repr(a.scale or 1.0)]
             + (["--only", *a.only] if a.only else [])
             + (["--smoke"] if a.smoke else [])
         )
         return _spawn_processes(argv, a.processes)
     run_long(
         long_jobs(a.only),
-        scale=a.scale or 10.0,
+        scale=a.scale or 1.0,
         mode="smoke" if a.smoke else "full",
         out=lambda *x, **k: print(*x, **k) if _primary() else None,
     )

@@ -37,6 +37,7 @@ from qlib.studies.max_length.compute import (
     fluid_max_length,
     from_empty_run,
     interactive_run,
+    long_cost,
     profile_view,
     run,
     short_fluid_run,
@@ -67,5 +68,6 @@ _TESTED = (_max_verdict, _profile_verdict)
 __all__ = ["PARAMETERS", "CLAIMS", "CLAIM_THRESHOLDS", "INDEPENDENT_BAND", "INDEPENDENT_TAUS", "PointTuple",
            "LEVELS", "Estimates", "FromEmptyRun", "InteractiveRun", "MaxLengthResult", "ProfileView",
            "claim_rows", "estimates", "family_point", "family_sizes", "finite_n_sizes", "sweep_points",
-           "fluid_max_length", "from_empty_run", "interactive_run", "profile_view", "run", "short_fluid_run",
+           "fluid_max_length", "from_empty_run", "interactive_run", "long_cost", "profile_view", "run",
+           "short_fluid_run",
            "findings_markdown", "finite_n_markdown", "methods_markdown", "sci", "summary", "SUMMARY_COLUMNS"]

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -11,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from qlib import _validate as V
-from qlib import cache
+from qlib import cache, results
 from qlib._rng import named_seed
 from qlib.config import scale
 from qlib.studies import ArrayResult, check_mode
@@ -20,7 +21,6 @@ from qlib.studies.max_length.parameters import (
     PointTuple,
     family_point,
     family_sizes,
-    finite_n_sizes,
     sweep_points,
 )
 from qlib.studies.wrong_models import WRONG_MODELS, point_of
@@ -37,6 +37,9 @@ from qlib.supermarket.theory import (
     steps_per_time,
 )
 from qlib.supermarket.variants import name_of
+
+#: the command that computes the long-tier points (the finite-n n = 1e4 and 1e5)
+LONG_COMMAND = "make results-long ONLY=max_length"
 
 # --------------------------------------------------------------------------- typed results
 
@@ -327,6 +330,10 @@ class MaxLengthResult:
     max_near: dict = field(default_factory=dict)
     profile_near: dict = field(default_factory=dict)
     sweep_near: dict = field(default_factory=dict)
+    #: the finite-n design's long-tier n that results/long lacks or holds stale: (n, why)
+    finite_n_missing: tuple = ()
+    #: where the finite-n long-tier entries read came from ("" when none were read)
+    finite_n_provenance: str = ""
 
 
 def _with_d(points: Sequence[PointTuple], d_of) -> list[PointTuple]:
@@ -395,23 +402,62 @@ def _fixed_sets(P: dict, mode: str, nb: int, base: dict) -> dict[str, Estimates]
     return sets
 
 
-def _finite_n_sets(P: dict, mode: str, k_scale: float, base: dict) -> tuple[Estimates, dict]:
-    """The sequential finite-n estimates and the old protocol's short run at the largest n of the
-    default run (the comparison is made there)."""
+def _finite_n_points(P: dict, ns: Sequence[int], k_scale: float, base: dict) -> Estimates:
+    """The sequential finite-n estimates at ``ns`` (cached per point)."""
+    fn = P["finite_n"]
+    return estimates("01_finite_n", [(n, fn["d"], fn["lam"]) for n in ns], replicas=fn["replicas"],
+                     seeds=[named_seed(P["stream"], "finite_n", n) for n in ns],
+                     batches=None, rel_error=fn["rel_error"], min_batches=fn["min_batches"],
+                     max_batches=int(fn["max_batches"] * k_scale), level=fn["level"],
+                     **{**base, "batch_taus": fn["batch_taus"]})
+
+
+def _finite_n_sets(P: dict, mode: str, k_scale: float, base: dict) -> tuple[Estimates, dict, tuple, list]:
+    """The sequential finite-n estimates (the default tier's n together, then each long-tier n: read
+    from results/long outside ``make results-long``) and the old protocol's short run at the largest
+    n of the default run (the comparison is made there): (estimates, short run, missing long n as
+    (n, why), records of the long entries read)."""
     fn, stream = P["finite_n"], P["stream"]
-    ns = finite_n_sizes(mode)
-    fpts = [(n, fn["d"], fn["lam"]) for n in ns]
-    finite = estimates("01_finite_n", fpts, replicas=fn["replicas"],
-                       seeds=[named_seed(stream, "finite_n", n) for n in ns],
-                       batches=None, rel_error=fn["rel_error"], min_batches=fn["min_batches"],
-                       max_batches=int(fn["max_batches"] * k_scale), level=fn["level"],
-                       **{**base, "batch_taus": fn["batch_taus"]})
+
+    def est(ns):
+        return _finite_n_points(P, ns, k_scale, base)
+
+    parts, missing, records = [est(fn["ns"])], [], []
+    read_only = mode == "full" and results.write_tier() != "long"
+    for n in fn["long_ns"]:
+        try:
+            with cache.stored_only("long") if read_only else contextlib.nullcontext([]) as read:
+                parts.append(est([n]))
+        except cache.NotStored as err:
+            nm, prm, seed = err.points[0]
+            missing.append((n, results.row_status(nm, prm, seed, command=LONG_COMMAND)[1]))
+            continue
+        records += read
+    finite = Estimates.from_arrays({k: np.concatenate([p.arrays()[k] for p in parts])
+                                    for k in parts[0].arrays()})
     spt = (fn["ns"][-1], fn["d"], fn["lam"])
     s_seed, s_taus = named_seed(stream, "finite_n_short"), P["short_taus"]
     short = cache.cached("01_finite_n_short", dict(point=list(spt), taus=s_taus, replicas=fn["replicas"]),
                          s_seed, lambda: short_fluid_run(*spt, taus=s_taus, replicas=fn["replicas"],
                                                          seed=s_seed, level=fn["level"]))
-    return finite, short
+    return finite, short, tuple(missing), records
+
+
+def long_cost(mode: str = "full") -> float:
+    """The replica-steps of the finite-n long-tier points results/long does not hold yet, a priori:
+    replicas x (burn-in + the sequential rule's minimum batches) x steps per relaxation time (at
+    n = 1e5 the rule stops near that minimum: ~1000 tau pooled); what the long run's ETA is sized by."""
+    P = PARAMETERS[check_mode(mode)]
+    fn = P["finite_n"]
+    total = 0.0
+    for n in fn["long_ns"]:
+        try:
+            with cache.stored_only("long"):
+                _finite_n_points(P, [n], 1.0, dict(burn_taus=P["burn_taus"], progress=False))
+        except cache.NotStored:
+            per_tau = relaxation_time(fn["d"], fn["lam"]) * (1.0 + fn["lam"]) * n
+            total += per_tau * fn["replicas"] * (P["burn_taus"] + fn["min_batches"] * fn["batch_taus"])
+    return total
 
 
 def _near_sets(P: dict, mode: str, nb: int, progress: bool) -> dict[str, dict[str, Estimates]]:
@@ -453,19 +499,22 @@ def run(mode: str = "full", *, progress: bool = True) -> MaxLengthResult:
     """
     mode = check_mode(mode)
     P = PARAMETERS[mode]
-    k_scale = scale() if mode == "full" else 1.0
-    nb = max(1, int(round(k_scale)))  # --scale S runs S batches of 10 tau where 1 runs one
+    # --scale S runs S batches of 10 tau where 1 runs one; the long run reads the default tier as stored
+    k_scale = scale() if mode == "full" and results.write_tier() != "long" else 1.0
+    nb = max(1, int(round(k_scale)))
     base = dict(burn_taus=P["burn_taus"], batch_taus=P["batch_taus"], progress=progress)
     sets = _fixed_sets(P, mode, nb, base)
-    finite, short = _finite_n_sets(P, mode, k_scale, base)
+    finite, short, finite_missing, records = _finite_n_sets(P, mode, k_scale, base)
     fe = P["from_empty"]
     empty = from_empty_run(fe["n"], fe["d"], fe["lam"], taus=fe["taus"], points=fe["points"],
                            replicas=fe["replicas"], seed=named_seed(P["stream"], "from_empty"))
     near_sets = _near_sets(P, mode, nb, progress)
-    fn, ns = P["finite_n"], finite_n_sizes(mode)
+    fn, ns = P["finite_n"], [int(x) for x in finite.n]
     r1, r2 = refined_mean_field(fn["d"], fn["lam"]), refined_mean_field(fn["d"], fn["lam"], order=2)
     refined = np.array([[r1.fixed_point[fn["level"]], r1.tail_fraction(n)[fn["level"]],
                          r2.tail_fraction(n)[fn["level"]]]
                         for n in ns])
     return MaxLengthResult(mode=mode, parameters=P, finite_n=finite, finite_n_short=short, from_empty=empty,
-                           refined=refined, **sets, **near_sets)
+                           refined=refined, finite_n_missing=finite_missing,
+                           finite_n_provenance=results.provenance_text(records, LONG_COMMAND),
+                           **sets, **near_sets)

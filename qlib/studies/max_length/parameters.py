@@ -47,8 +47,7 @@ PARAMETERS: dict[str, dict[str, Any]] = {
                       scaled=dict(ns=[], one_minus_lam=[], from_scale=2.0)),
         "boundary": dict(n=300, d=10, one_minus_lam=[1e-2, 10**-2.4], replicas=4),
         "finite_n": dict(d=100, lam=0.999, ns=[300, 1000], level=3, rel_error=0.5, replicas=4, min_batches=2,
-                         max_batches=4, batch_taus=10.0, scaled_ns=[], scaled_from=10.0, mid_ns=[],
-                         mid_from=2.0),
+                         max_batches=4, batch_taus=10.0, long_ns=[]),
         "family": dict(alpha=0.75, beta=0.5, ns=[100, 300], replicas=4, scaled_ns=[], scaled_from=2.0),
         "from_empty": dict(n=1000, d=10, lam=0.99, taus=2.0, points=20, replicas=2),
         # smoke: a few tau (the rows' shape is what is tested; eta-greedy fails row 1 at any length)
@@ -74,11 +73,11 @@ PARAMETERS: dict[str, dict[str, Any]] = {
                       scaled=dict(ns=[40_000], one_minus_lam=[1e-3], from_scale=2.0)),
         # on the boundary log(1/(1-lam))/log d = 2, and at 2.4
         "boundary": dict(n=10_000, d=10, one_minus_lam=[1e-2, 10**-2.4], replicas=8),
-        # n = 1e4 from --scale 2 (~2e9 replica-steps); n = 1e5 converges only with ~1000 tau pooled
-        # (~2e10 replica-steps): from --scale 10 on
+        # the long tier (make results-long ONLY=max_length, issue 30): n = 1e4 (~2e9 replica-steps) and
+        # n = 1e5, which converges only with ~1000 tau pooled (~2e10 replica-steps); read from
+        # results/long outside that run, never computed
         "finite_n": dict(d=100, lam=0.999, ns=[1_000, 3_000], level=3, rel_error=0.25, replicas=8,
-                         min_batches=5, max_batches=100, batch_taus=20.0, scaled_ns=[100_000],
-                         scaled_from=10.0, mid_ns=[10_000], mid_from=2.0),
+                         min_batches=5, max_batches=100, batch_taus=20.0, long_ns=[10_000, 100_000]),
         # the gamma = 0 family (the families study runs it, and five others, at n = 1e3..1e4)
         "family": dict(alpha=0.75, beta=0.5, ns=[100, 1_000], replicas=8, scaled_ns=[10_000],
                        scaled_from=2.0),
@@ -98,13 +97,11 @@ PARAMETERS: dict[str, dict[str, Any]] = {
 
 
 def finite_n_sizes(mode: str) -> list[int]:
-    """The n of the finite-n estimates: ``ns``, ``mid_ns`` from ``--scale mid_from`` on and
-    ``scaled_ns`` from ``--scale scaled_from`` on (converging n = 1e5 at lam = 0.999, d = 100 takes
-    ~2e10 replica-steps)."""
+    """The n of the finite-n design: ``ns`` (the default tier) and ``long_ns`` (the long tier:
+    computed by ``make results-long``, read from results/long otherwise; converging n = 1e5 at
+    lam = 0.999, d = 100 takes ~2e10 replica-steps)."""
     fn = PARAMETERS[check_mode(mode)]["finite_n"]
-    full = mode == "full"
-    return (list(fn["ns"]) + (list(fn["mid_ns"]) if full and scale() >= fn["mid_from"] else [])
-            + (list(fn["scaled_ns"]) if full and scale() >= fn["scaled_from"] else []))
+    return list(fn["ns"]) + list(fn["long_ns"])
 
 
 def sweep_points(mode: str) -> list[PointTuple]:

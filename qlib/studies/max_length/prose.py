@@ -9,7 +9,7 @@ import numpy as np
 
 from qlib.studies import check_mode
 from qlib.studies.max_length.claims import CLAIMS, _max_verdict, _profile_verdict
-from qlib.studies.max_length.compute import MaxLengthResult, _exact_lengths
+from qlib.studies.max_length.compute import LONG_COMMAND, MaxLengthResult, _exact_lengths
 from qlib.studies.max_length.parameters import INDEPENDENT_BAND, INDEPENDENT_TAUS, PARAMETERS
 from qlib.studies.wrong_models import WRONG_MODELS, short_label
 from qlib.supermarket.theory import fluid_fixed_point
@@ -64,13 +64,13 @@ def finite_n_markdown(mode: str) -> str:
     lv = fn["level"]
     s_lv = float(fluid_fixed_point(fn["d"], fn["lam"], lv + 1)[lv])
     ns = " and ".join(sci(n) for n in fn["ns"])
-    mid = (f" (n = {', '.join(sci(n) for n in fn['mid_ns'])} from `--scale {fn['mid_from']:g}`)"
-           if fn["mid_ns"] else "")
-    far = (f"At n = {', '.join(sci(n) for n in fn['scaled_ns'])} two independent count-chain codes measured "
+    mid = (f" and, from the long tier (`{LONG_COMMAND}`, stored in `results/long/`), n = "
+           f"{', '.join(sci(n) for n in fn['long_ns'])}" if fn["long_ns"] else "")
+    far = (f"At n = {sci(fn['long_ns'][-1])} two independent count-chain codes measured "
            f"{INDEPENDENT_BAND[0]:g}–{INDEPENDENT_BAND[1]:g} times the fluid value over "
            f"~{INDEPENDENT_TAUS:g} τ (the grey band): converging that point needs about as many τ, so it "
-           f"runs only from `python -m qlib figures --scale {fn['scaled_from']:g}` on."
-           ) if fn["scaled_ns"] else ""
+           "is computed once on the long tier and read from there."
+           ) if fn["long_ns"] else ""
     return (f"No theorem predicts this number at finite n: the fluid value s_{lv} = {sci(s_lv)} is the n → ∞ "
             "limit, and the refined mean field is an expansion in 1/n whose first terms need not have "
             "converged. So the table reports it as a *measurement*: `estimate_equilibrium` runs sequentially "
