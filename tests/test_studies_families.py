@@ -69,13 +69,83 @@ def test_smoke_run_rows_and_figures(fresh_cache, tmp_path, monkeypatch):
         plt.close(fig)
 
 
-def test_scaled_sizes(monkeypatch):
-    monkeypatch.delenv("QLIB_SCALE", raising=False)
-    assert F.family_ns("full", "A") == F.PARAMETERS["full"]["families"]["A"]["ns"]
-    monkeypatch.setenv("QLIB_SCALE", "2")
-    assert 10_000 in F.family_ns("full", "E") and 100_000 not in F.family_ns("full", "A")
-    monkeypatch.setenv("QLIB_SCALE", "10")
-    assert 100_000 in F.family_ns("full", "A") and 100_000 not in F.family_ns("full", "K3")
+def test_the_design_is_the_default_and_the_long_tier(monkeypatch):
+    # the long tier's n belong to the design whatever the scale; they are computed by make results-long only
+    for s in ("1", "10"):
+        monkeypatch.setenv("QLIB_SCALE", s)
+        assert F.family_ns("full", "A") == [1_000, 3_000, 10_000, 30_000, 100_000]
+        assert F.family_ns("full", "K3") == F.PARAMETERS["full"]["families"]["K3"]["ns"]
+    for name, ns in F.PARAMETERS["full"]["long"]["ns"].items():
+        assert min(ns) > max(F.PARAMETERS["full"]["families"][name]["ns"])  # the largest n is a long one
+    assert F.long_read_only("full") and not F.long_read_only("smoke")
+
+
+def test_deciding_n_extrapolates_the_fitted_slope():
+    from qlib.studies.families.claims import deciding_n
+
+    ns = np.array([1e3, 1e4, 1e5])
+    # P(max != k) = 0.5 (n/1e3)^-1: it reaches (1 - 0.95)/2 = 0.025 at n = 2e4
+    assert deciding_n(ns, 0.5 * (ns / 1e3) ** -1.0, 0.95) == pytest.approx(2e4, rel=1e-9)
+    assert math.isnan(deciding_n(ns, np.full(3, 0.3), 0.95))  # flat: nothing decides it
+
+
+@pytest.fixture
+def long_smoke(tmp_path, monkeypatch):
+    """Smoke families with one long-tier point (family A at n = 2000) and private result tiers."""
+    from qlib import results
+    from qlib.studies.families import compute as FC
+
+    monkeypatch.setenv("QLIB_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv(results.RESULTS_DIR_ENV, str(tmp_path / "results"))
+    for k in (results.WRITE_ENV, results.RUN_ENV, results.LOG_ENV, "QLIB_REFRESH"):
+        monkeypatch.delenv(k, raising=False)
+    P = FC.PARAMETERS["smoke"]
+    monkeypatch.setitem(P, "families", {"A": P["families"]["A"]})
+    monkeypatch.setitem(P, "long", dict(P["long"], ns={"A": [2_000]}))
+    return FC
+
+
+def test_long_points_are_read_from_results_long_and_never_computed(long_smoke, monkeypatch):
+    from qlib import cache, results
+
+    FC = long_smoke
+    monkeypatch.setattr(FC, "long_read_only", lambda mode: True)  # as full mode outside the long run
+    r = FC.run("smoke", progress=False)
+    a = r.family("A")
+    assert list(a.ns) == [300, 1_000] and a.missing[0][0] == 2_000 and not a.wrong
+    row = F.claim_rows(r)[0]
+    assert row.verdict == "INCONCLUSIVE" and "make results-long ONLY=families" in row.measured
+    assert FC.long_cost("smoke") > 0
+    with pytest.raises(cache.NotStored):  # the local cache was not filled either: nothing computed
+        with cache.stored_only("long"):
+            FC._estimates_and_sd("smoke", "A", [FC.family_point(2_000, 0.5, 0.4)], 1, progress=False)
+
+    # the long run computes it (and the wrong models at the new largest n), point by point
+    monkeypatch.setattr(FC, "long_read_only", lambda mode: results.write_tier() != "long")
+    results.run_long([("families", lambda: FC.run("smoke", progress=False))], scale=1.0,
+                     out=lambda *a, **k: None)
+    # (the default points land there too here: this test's results/default is empty)
+    at = sorted(e.stem.name.split("-")[0] for e in results.entries("long")
+                if e.record()["params"]["point"][0] == 2_000)
+    assert at == ["families_A", "families_sd_A", "families_wrong_A_jsq2"]
+    assert FC.long_cost("smoke") == 0.0
+
+    monkeypatch.setattr(FC, "long_read_only", lambda mode: True)
+    r = FC.run("smoke", progress=False)
+    a = r.family("A")
+    assert list(a.ns) == [300, 1_000, 2_000] and not a.missing and list(a.wrong) == ["jsq2"]
+    assert a.provenance.startswith("results/long: 3 entries")
+    assert a.provenance in F.claim_rows(r)[0].parameters
+
+    # other code (new random streams) makes them stale: the row says so and computes nothing
+    import qlib.supermarket.chain as K
+
+    monkeypatch.setattr(K, "STREAM_VERSION", K.STREAM_VERSION + 1)
+    with pytest.warns(results.ResultsWarning):
+        r = FC.run("smoke", progress=False)
+    a = r.family("A")
+    assert a.missing == ((2_000, "stale: rerun `make results-long ONLY=families`"),)
+    assert F.claim_rows(r)[0].verdict == "INCONCLUSIVE"
 
 
 def test_summary_is_the_summary_table(fresh_cache):

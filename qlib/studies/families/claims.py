@@ -51,7 +51,7 @@ def deciding_n(ns, q, p_min: float) -> float:
     if ns.size < 2:
         return float("nan")
     b, c = np.polyfit(np.log(ns), np.log(q), 1)
-    if b >= 0:
+    if b >= -1e-9:  # flat (to round-off) or rising
         return float("nan")
     return float(np.exp((math.log((1 - p_min) / 2) - c) / b))
 
