@@ -75,8 +75,7 @@ def row_status(name: str, params: Mapping, seed: Any, tier: str = "long",
             f"{tier} result {r['date'][:10]}, commit {r['commit'][:9]}, "
             f"{r['replica_steps']:.3g} replica-steps",
         )
-    command = command or LONG_COMMAND
-    return s, stale_row_text(tier, command) if s == "stale" else f"missing: run `{command}`"
+    return s, stale_row_text(tier, command) if s == "stale" else f"missing: run `{command or LONG_COMMAND}`"
 
 
 def lookup(
