@@ -78,6 +78,16 @@ def decide(low: float, high: float, threshold: float, *, above: bool = True) -> 
     return "PASS" if high < threshold else ("FAIL" if low >= threshold else "INCONCLUSIVE")
 
 
+#: below this a residual of an exact identity is round-off, and its digits depend on the CPU
+ROUNDOFF = 1e-12
+
+
+def residual_text(x: float) -> str:
+    """A residual as the table prints it: "< 1e-12" at round-off level (its digits differ from one
+    CPU or BLAS to another, and the published table must not), else two significant digits."""
+    return f"< {ROUNDOFF:g}" if abs(x) < ROUNDOFF else f"{x:.1e}"
+
+
 def decide_band(low: float, high: float, band_low: float, band_high: float) -> str:
     """The verdict of "the quantity lies in [band_low, band_high]" (two-sided) from its 95% CI
     [low, high]: PASS if the interval lies within the band, FAIL if it is disjoint from it,

@@ -127,3 +127,10 @@ def test_to_dataframe_one_row_per_table_row():
     assert list(df.wrong_models) == [1, 0] and df.wrong_models_failing[0] == 1 and bool(df.sound[0])
     assert df.columns[0] == "number" and "counterfactuals" not in df
     assert len(claims.to_dataframe([])) == 0
+
+
+def test_residuals_at_round_off_print_the_same_on_every_cpu():
+    from qlib.claims import residual_text
+
+    assert residual_text(4.4e-16) == residual_text(2.2e-16) == residual_text(-3e-13) == "< 1e-12"
+    assert residual_text(1.423) == "1.4e+00" and residual_text(2.5e-9) == "2.5e-09"

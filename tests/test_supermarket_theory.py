@@ -103,3 +103,23 @@ def test_theory_takes_one_minus_lam_exactly():
     )
     p = sm.asymptotic_profile(100, one_minus_lam=1e-3)
     np.testing.assert_allclose(p[:3], [1e-3, 0.1, 0.9], rtol=1e-12)
+
+
+def test_fluid_trajectory_is_cpu_independent_and_accurate():
+    """The explicit solver uses no BLAS (its bits do not depend on the CPU) and is as accurate as
+    its tolerance: against a much tighter solve, and a stiff problem still solves (via LSODA)."""
+    from qlib.supermarket import theory
+
+    s0 = np.zeros(8)
+    s0[0] = 1.0
+    t = np.linspace(1.0, 300.0, 50)
+    tight = sm.fluid_trajectory(10, 0.99, t, s0, rtol=1e-13, atol=1e-15)
+    assert np.abs(sm.fluid_trajectory(10, 0.99, t, s0) - tight).max() < 1e-8
+    calls = []
+    y = theory._dormand_prince(lambda y: calls.append(1) or -y, np.ones(2), [1.0, 2.0], 1e-10, 1e-14)
+    assert np.allclose(y, np.exp(-np.array([[1.0, 1.0], [2.0, 2.0]])), rtol=1e-8)
+    assert theory._dormand_prince(lambda y: -1e6 * y, np.ones(1), [10.0], 1e-9, 1e-12, max_steps=50) is None
+    stiff = sm.fluid_trajectory(10**5, 0.9, [0.5, 3.0], np.array([1.0, 0.9, 0.5]))
+    assert np.all(np.isfinite(stiff)) and np.all(np.diff(stiff[:, 1]) < 0)
+    x = np.array([0.3, 0.9, 1.0, 0.0])
+    assert np.allclose(theory._power(x, 10), x**10, rtol=1e-14, atol=0) and theory._power(x, 1) is x

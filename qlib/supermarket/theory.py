@@ -122,10 +122,25 @@ def _log_falling(a, d: int):
     return np.where(x >= 64.0, stirling, direct)
 
 
+def _power(x, d):
+    """x**d elementwise; for an integer d by repeated squaring (multiplications only: the same bits
+    on every CPU, where numpy's power may take a vendor's vector routine with other last bits)."""
+    if float(d) != int(d) or d < 1:
+        return x**d
+    d, out, base = int(d), None, x
+    while d:
+        if d & 1:
+            out = base if out is None else out * base
+        d >>= 1
+        if d:
+            base = base * base
+    return out
+
+
 def _g_cont(s, d, replacement, n):
     """Smooth version of g for the ODE (falling factorial with real ns)."""
     if replacement:
-        return np.clip(s, 0.0, 1.0) ** d
+        return _power(np.clip(s, 0.0, 1.0), d)
     x = np.clip(s, 0.0, 1.0) * n
     if d > _PRODUCT_MAX_D:  # g = exp(F(x) - F(n)) for x >= d - 1, where no factor is negative
         ok = x >= d - 1
@@ -285,15 +300,67 @@ def fluid_drift(s: np.ndarray, d: int, lam: float | None = None, *, one_minus_la
 #: Spans up to this are one Euler step in :func:`fluid_trajectory` (LSODA hangs below ~1e-160).
 _TINY_SPAN = 1e-100
 
+# Dormand-Prince 5(4): nodes, stages, the 5th-order weights and the error weights (b - b*, FSAL)
+_DP_A = ((), (1 / 5,), (3 / 40, 9 / 40), (44 / 45, -56 / 15, 32 / 9),
+         (19372 / 6561, -25360 / 2187, 64448 / 6561, -212 / 729),
+         (9017 / 3168, -355 / 33, 46732 / 5247, 49 / 176, -5103 / 18656))
+_DP_B = (35 / 384, 0.0, 500 / 1113, 125 / 192, -2187 / 6784, 11 / 84)
+_DP_E = (71 / 57600, 0.0, -71 / 16695, 71 / 1920, -17253 / 339200, 22 / 525, -1 / 40)
+#: explicit steps before a stiff problem is handed to LSODA
+_DP_MAX_STEPS = 5_000
+
+
+def _combine(y, h, weights, ks):
+    """y + sum_j (h w_j) k_j, term by term in a fixed order (no BLAS: the same bits on every CPU)."""
+    out = y
+    for w, k in zip(weights, ks):
+        if w:
+            out = out + (h * w) * k
+    return out
+
+
+def _dormand_prince(f, y0, t_eval, rtol: float, atol: float, max_steps: int = _DP_MAX_STEPS):
+    """y(t) at the increasing times ``t_eval`` (> 0) of y' = f(y), y(0) = y0, by Dormand-Prince 5(4)
+    with the step controlled in the max norm and landing on every time asked: elementwise
+    arithmetic and Python floats only, so the result is bit for bit the same on every machine
+    (LSODA's linear algebra calls BLAS, whose kernels round differently on different CPUs).
+    None if the problem needs more than ``max_steps`` steps (it is stiff)."""
+    t, y = 0.0, np.asarray(y0, dtype=float)
+    k1, h, steps, out = f(y), 1e-3, 0, []
+    for te in t_eval:
+        te = float(te)
+        while t < te:
+            steps += 1
+            if steps > max_steps:
+                return None
+            last = h >= te - t
+            h = te - t if last else h
+            ks = [k1]
+            for a in _DP_A[1:]:
+                ks.append(f(_combine(y, h, a, ks)))
+            yn = _combine(y, h, _DP_B, ks)
+            ks.append(f(yn))
+            err = _combine(np.zeros_like(y), h, _DP_E, ks)
+            en = float(np.max(np.abs(err) / (atol + rtol * np.maximum(np.abs(y), np.abs(yn)))))
+            if en <= 1.0:
+                t = te if last else t + h
+                y, k1 = yn, ks[-1]
+            h *= 5.0 if en == 0.0 else min(5.0, max(0.2, 0.9 * en**-0.2))
+        out.append(y)
+    return np.array(out)
+
 
 def fluid_trajectory(d: int, lam: float | None = None, times=None, initial=None, *,
                      one_minus_lam: float | None = None, replacement: bool = True,
                      n: int | None = None, rtol: float = 1e-9, atol: float = 1e-12) -> np.ndarray:
-    """Solve the fluid ODE with scipy's stiff solver (LSODA) from ``initial``.
+    """Solve the fluid ODE from ``initial``.
 
-    Time is in the model's units (one unit = mean service time). When the last time is at most
-    1e-100 (0 included) one Euler step replaces the solver: its error, of order t^2, is far
-    below any tolerance.
+    Time is in the model's units (one unit = mean service time). The solver is an explicit
+    Dormand-Prince 5(4) written in elementwise arithmetic, so the trajectory is the same to the
+    last bit on every machine; a stiff problem (more than 5000 steps: d in the thousands near
+    lam = 1) goes to scipy's LSODA instead, whose last digits depend on the CPU's BLAS. When the
+    last time is at most 1e-100 (0 included) one Euler step replaces the solver: its error, of
+    order t^2, is far below any tolerance.
 
     Args:
         d: choices per arrival (or a :class:`~qlib.supermarket.point.Point`, carrying the rest).
@@ -336,6 +403,12 @@ def fluid_trajectory(d: int, lam: float | None = None, times=None, initial=None,
         s = s0[1:] + times[:, None] * _drift(s0[1:], d, lam, replacement, n)[None, :]
         return np.concatenate([np.ones((times.size, 1)), np.clip(s, 0.0, 1.0)], axis=1)
     t_eval, where = np.unique(times, return_inverse=True)  # solve_ivp wants increasing times
+    start = t_eval[0] <= 0.0  # t = 0 is the start itself
+    y = _dormand_prince(lambda y: _drift(y, d, lam, replacement, n), s0[1:], t_eval[1:] if start else t_eval,
+                        rtol, atol)
+    if y is not None:
+        y = np.concatenate([s0[None, 1:], y]) if start else y
+        return np.concatenate([np.ones((times.size, 1)), y[where.reshape(-1)]], axis=1)
     sol = solve_ivp(lambda t, y: _drift(y, d, lam, replacement, n),
                     (0.0, float(times[-1])), s0[1:], t_eval=t_eval, method="LSODA",
                     rtol=rtol, atol=atol)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from qlib.claims import ClaimRow, ClaimSpec, Counterfactual
+from qlib.claims import ClaimRow, ClaimSpec, Counterfactual, residual_text
 from qlib.heterogeneous import SimulationResult
 from qlib.stats import replica_mean
 from qlib.studies.who_works_the_most.compute import (
@@ -206,8 +206,8 @@ def claim_rows(result: WhoWorksTheMostResult) -> list[ClaimRow]:
     rows.append(_symmetric_routing_row(result))
     rows.append(ClaimRow(
         claim=spec.claim, parameters=grid_par, theory="0 residual",
-        measured=f"largest residual {float(g.identity_residual.max()):.1e} (P's from the O(n^2) product "
-                 "form, joint probabilities from deflation)",
+        measured=f"largest residual {residual_text(float(g.identity_residual.max()))} (P's from the O(n^2) "
+                 "product form, joint probabilities from deflation)",
         passed=bool(g.identity_residual.max() < res_max),
         criterion=spec.criterion_text(result.parameters, residual=_e(res_max)), kind="identity",
         reference=spec.reference))
@@ -262,7 +262,7 @@ def _symmetric_routing_row(result: WhoWorksTheMostResult) -> ClaimRow:
         parameters=f"n = {f['n']} servers, mu geometric {f['spread']:g}..1, rho = "
                    + ", ".join(f"{r:g}" for r in f["loads"]) + "; exact generator solve over the busy sets",
         theory="0 residual for uniform routing",
-        measured="largest |residual|: uniform " + ", ".join(f"{x:.1e}" for x in uni)
+        measured="largest |residual|: uniform " + ", ".join(residual_text(x) for x in uni)
                  + "; routing proportional to mu (same solve): " + ", ".join(f"{x:.3f}" for x in prop),
         passed=bool(max(uni) < res_max),
         criterion=spec.criterion_text(result.parameters, residual=_e(res_max)),
