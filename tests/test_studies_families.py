@@ -115,6 +115,7 @@ def test_long_points_are_read_from_results_long_and_never_computed(long_smoke, m
     assert list(a.ns) == [300, 1_000] and a.missing[0][0] == 2_000 and not a.wrong
     row = F.claim_rows(r)[0]
     assert row.verdict == "INCONCLUSIVE" and "make results-long ONLY=families" in row.measured
+    assert "A: **missing** n = 2000: missing: run `make results-long" in F.long_points_markdown(r)
     assert FC.long_cost("smoke") > 0
     with pytest.raises(cache.NotStored):  # the local cache was not filled either: nothing computed
         with cache.stored_only("long"):
@@ -135,7 +136,7 @@ def test_long_points_are_read_from_results_long_and_never_computed(long_smoke, m
     a = r.family("A")
     assert list(a.ns) == [300, 1_000, 2_000] and not a.missing and list(a.wrong) == ["jsq2"]
     assert a.provenance.startswith("results/long: 3 entries")
-    assert a.provenance in F.claim_rows(r)[0].parameters
+    assert a.provenance in F.claim_rows(r)[0].parameters and a.provenance in F.long_points_markdown(r)
 
     # other code (new random streams) makes them stale: the row says so and computes nothing
     import qlib.supermarket.chain as K

@@ -184,7 +184,8 @@ def finite_n_figure(result: MaxLengthResult):
                 label=f"{float(result.finite_n_short['taus']):g} τ from the fluid point (old protocol)")
     ax.set(xscale="log", yscale="log", xlabel="n (queues)", ylabel="E[u_3]/n ÷ fluid s_3",
            title=f"Finite-$n$ tail at length 3 ($\\lambda$ = {float(fn.lam[0]):.6g}, $d$ = {int(fn.d[0])})")
-    ax.legend(fontsize=7)
+    # below the axes: inside, every corner holds a curve, a point or the fluid line (y = 1)
+    ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.13), ncol=2, frameon=False)
     return fig
 
 

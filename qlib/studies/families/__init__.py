@@ -48,10 +48,16 @@ from qlib.studies.families.compute import (
     run,
     slope_ci,
 )
-from qlib.studies.families.prose import findings_markdown, methods_markdown, summary, summary_table
+from qlib.studies.families.prose import (
+    findings_markdown,
+    long_points_markdown,
+    methods_markdown,
+    summary,
+    summary_table,
+)
 from qlib.studies.wrong_models import WRONG_MODELS
 
 __all__ = ["methods_markdown", "PARAMETERS", "CLAIMS", "WRONG_MODELS", "Family", "FamiliesResult",
            "CustomersSD", "run", "claim_rows", "family_point", "family_ns", "gamma", "hypotheses", "slope_ci",
-           "long_cost", "long_read_only",
+           "long_cost", "long_read_only", "long_points_markdown",
            "summary_table", "summary", "findings_markdown", "customers_sd"]

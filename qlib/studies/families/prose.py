@@ -34,6 +34,22 @@ def methods_markdown(mode: str) -> str:
             f"recorded over {sd['taus']:g} τ ({mode} mode).")
 
 
+def long_points_markdown(result: FamiliesResult) -> str:
+    """Where the long tier's points of the families come from (results/long, with provenance), or
+    which are missing and the command that computes them ("" when the mode has none)."""
+    L = result.parameters["long"]["ns"]
+    if not L:
+        return ""
+    ns = sorted({n for v in L.values() for n in v})
+    parts = []
+    for f in result.families:
+        if f.name in L:
+            parts.append(f"{f.name}: " + (f"**missing** {'; '.join(f'n = {n}: {w}' for n, w in f.missing)}"
+                                          if f.missing else f.provenance))
+    return (f"The long tier's points (n = {', '.join(f'{n:,}' for n in ns)} for families "
+            f"{', '.join(L)}) are read from `results/long/`, never computed here: " + "; ".join(parts) + ".")
+
+
 def summary_table(result: FamiliesResult) -> list[dict[str, Any]]:
     """One dict per (family, n): the numbers the notebook and the report quote."""
     out = []
