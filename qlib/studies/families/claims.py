@@ -57,13 +57,22 @@ def deciding_n(ns, q, p_min: float) -> float:
 
 
 def _hyp_text(f: Family) -> str:
-    parts = []
-    for j, h in enumerate(f.hyp):
+    """H0-H3 per point: the numbers at each point outside them, and at the largest n (where the
+    rows are judged); the points where they hold are listed by n."""
+
+    def one(j, h):
         bad = [x for x in ("H0", "H1", "H2", "H3") if not h[x]]
-        parts.append(f"n={int(f.ns[j])}: c = {h['c']:.2f}, (1-lam) d^k = {h['eps_dk']:.1f} (log n = "
-                     f"{h['log_n']:.1f}), fluid max {h['fluid_max']}, buffer/excursion "
-                     f"{h['buffer_over_excursion']:.2g}"
-                     + (f" [outside: {', '.join(bad)}]" if bad else " [H0-H3 hold]"))
+        where = f" [outside: {', '.join(bad)}]" if bad else " [H0-H3 hold]"
+        return (f"n={int(f.ns[j])}: c = {h['c']:.2f}, (1-lam) d^k = {h['eps_dk']:.1f} (log n = "
+                f"{h['log_n']:.1f}), fluid max {h['fluid_max']}, buffer/excursion "
+                f"{h['buffer_over_excursion']:.2g}" + where)
+
+    last = len(f.hyp) - 1
+    hold = [j for j, h in enumerate(f.hyp) if all(h[x] for x in ("H0", "H1", "H2", "H3"))]
+    parts = [one(j, h) for j, h in enumerate(f.hyp) if j not in hold or j == last]
+    held = [int(f.ns[j]) for j in hold if j != last]
+    if held:
+        parts.insert(0, "H0-H3 hold at n = " + ", ".join(str(n) for n in held))
     return "; ".join(parts)
 
 
@@ -181,15 +190,16 @@ def buffer_rows(result: FamiliesResult, spec: ClaimSpec) -> list[ClaimRow]:
     lo_b, hi_b = v["low"], v["high"]
     parts, inside_band, old = [], [], []
     for f in result.families:
+        pts = []
         for j in range(f.ns.size):
             sd = f.sd.sd[j]
             est = stats.replica_mean(sd / f.excursion(j), axis=0)
             lo, hi = (float(x) for x in est.interval())
             inside_band.append(lo_b <= lo and hi <= hi_b)
             old.append(sd.mean() * (1 - f.est.lam[j]))
-            parts.append(f"{f.name} n={int(f.ns[j])}: SD(N)/sqrt(n d^(k-1)) = {float(est.mean):.2f} "
-                         f"({lo:.2f} to {hi:.2f}), buffer/SD(N) = {f.buffer(j) / sd.mean():.2g}, "
-                         f"P(max != k) = {1 - f.p_k(j)[0]:.3f}")
+            n = f"{int(f.ns[j]):.0e}".replace("e+0", "e")
+            pts.append(f"n={n} {float(est.mean):.2f} ({lo:.2f} to {hi:.2f})")
+        parts.append(f"{f.name}: " + ", ".join(pts))
     ok = all(inside_band)
     return [ClaimRow(
         claim=spec.claim, kind="measurement", parameters="every point of every family; SD(N) from "
@@ -198,7 +208,9 @@ def buffer_rows(result: FamiliesResult, spec: ClaimSpec) -> list[ClaimRow]:
         theory="heuristic: SD(N) ~ sqrt(n d^(k-1)); buffer n (1-lam) d^(k-1); buffer/excursion = "
                f"n^(gamma/2); the old scale 1/(1-lam) would give SD(N) (1-lam) = {min(old):.2g} to "
                f"{max(old):.2g} here",
-        measured="; ".join(parts), passed=ok, criterion=spec.criterion_text(result.parameters),
+        measured="SD(N)/sqrt(n d^(k-1)) with its 95% CI at each n (buffer/SD(N) and P(max != k) beside it: "
+                 "notebook 01, figure 01h): " + "; ".join(parts),
+        passed=ok, criterion=spec.criterion_text(result.parameters),
         threshold=spec.threshold_text(result.parameters),
         taus=float(min(f.sd.taus.min() for f in result.families)),
         start=_start(result.parameters), reference=spec.reference)]
