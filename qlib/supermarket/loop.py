@@ -171,6 +171,14 @@ def _lane_update(x, y, start):
     return jax.lax.dynamic_update_slice_in_dim(x, y, start, axis=x.ndim - 1)
 
 
+def unroll_steps(group: int) -> int:
+    """Steps unrolled per iteration of a group's step loop: 4 for groups of at most 32 lanes, where
+    the loop's own overhead is a large part of a step, else 1. The same steps in the same order:
+    the numbers do not change. Measured here (2 cores, n = 1000, d = 10, replicas 1 / 64 / 1024,
+    groups of 1 / 32 / 64 lanes): 1.33x, 1.18x and 0.90x the rolled loop's rate."""
+    return 4 if group <= 32 else 1
+
+
 def _local_advance(state: ChainState, obs, p: LaneParams, active, t0, m, *, replacement: bool,
                    observe: str, block: int, group: int, frames: int, variant: EventMap = MODEL,
                    flow_replacement: bool = True, inner: bool = False):
@@ -191,6 +199,7 @@ def _local_advance(state: ChainState, obs, p: LaneParams, active, t0, m, *, repl
     n_groups = (last + group - 1) // group
     meeting = observe.startswith("meet")
     nblocks = (m + block - 1) // block
+    unroll = unroll_steps(group)
 
     def run_group(j, carry):
         rng, u, ovf, obs = carry
@@ -214,7 +223,14 @@ def _local_advance(state: ChainState, obs, p: LaneParams, active, t0, m, *, repl
                                                                       t_start + k + 1,
                                                                       ug, (pm, flow_replacement))
 
-            ug, lg, og, obg = jax.lax.fori_loop(0, k_len, one, (ug, lg, og, obg))
+            if unroll > 1:  # a whole block (every one but a run's last) as a static, unrolled loop
+                ug, lg, og, obg = jax.lax.cond(
+                    k_len == block,
+                    lambda c: jax.lax.fori_loop(0, block, one, c, unroll=unroll),
+                    lambda c: jax.lax.fori_loop(0, k_len, one, c),
+                    (ug, lg, og, obg))
+            else:
+                ug, lg, og, obg = jax.lax.fori_loop(0, k_len, one, (ug, lg, og, obg))
             return jnp.where(ag, _rng.advance(rg, 2 * k_len), rg), ug, lg, og, obg
 
         obs_g = jax.tree.map(sl, obs)
