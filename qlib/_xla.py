@@ -50,6 +50,15 @@ def flags(current: str | None = None, *, host_devices: bool = True, small_loops:
     return f
 
 
+def small_loop_bytes() -> int:
+    """XLA:CPU's byte threshold below which a while loop compiles to one kernel (1024 by default),
+    as ``XLA_FLAGS`` sets it."""
+    import re
+
+    m = re.search(r"xla_cpu_small_while_loop_byte_threshold=(\d+)", os.environ.get("XLA_FLAGS", ""))
+    return int(m.group(1)) if m else 1024
+
+
 def _jax_started() -> bool:
     """True if JAX has already created a backend (then new XLA flags are ignored)."""
     xb = sys.modules.get("jax._src.xla_bridge")

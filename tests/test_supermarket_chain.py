@@ -304,3 +304,15 @@ def test_uniform_log_is_accurate_from_near_0_to_near_1():
         exact = float(((Decimal(wi) + Decimal("0.5")) / Decimal(TWO64)).ln())
         tol = 4e-16 * abs(exact) if (wi < 2**63 or wi >= 2**64 - 2**44) else 2.3e-16
         assert abs(g - exact) <= tol, (wi, g, exact)
+
+
+def test_unrolled_only_where_the_loop_is_one_kernel(monkeypatch):
+    """The step loop is unrolled for small groups only when XLA:CPU compiles small loops into one
+    kernel (raised threshold): unrolled without it, the body runs op by op (4x slower)."""
+    from qlib.supermarket import loop
+
+    raised = "--xla_backend_extra_options=xla_cpu_small_while_loop_byte_threshold=65536"
+    monkeypatch.setenv("XLA_FLAGS", raised)
+    assert [loop.unroll_steps(g) for g in (1, 32, 64)] == [4, 4, 1]
+    monkeypatch.setenv("XLA_FLAGS", "")
+    assert [loop.unroll_steps(g) for g in (1, 32, 64)] == [1, 1, 1]

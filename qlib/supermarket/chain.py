@@ -8,8 +8,6 @@ the step and the sequential loops in :mod:`qlib.supermarket.loop`; their names a
 from __future__ import annotations
 
 import functools
-import os
-import re
 
 import jax
 import jax.numpy as jnp
@@ -18,7 +16,7 @@ import numpy as np
 from qlib import _sharding
 from qlib import _validate as V
 from qlib._progress import progress_bar
-from qlib._xla import auto_configure
+from qlib._xla import auto_configure, small_loop_bytes
 
 # re-exported: the names callers and tests use as chain.X (the event map, the step, the observers)
 from qlib.supermarket.events import (  # noqa: F401
@@ -91,12 +89,6 @@ def _advance_fn(devices: tuple, obs_ndims: tuple, replacement: bool, observe: st
 
 
 # --------------------------------------------------------------------------- sizing
-
-def small_loop_bytes() -> int:
-    """XLA:CPU's byte threshold below which a while loop compiles to one kernel (1024 by default)."""
-    m = re.search(r"xla_cpu_small_while_loop_byte_threshold=(\d+)", os.environ.get("XLA_FLAGS", ""))
-    return int(m.group(1)) if m else 1024
-
 
 def group_width(lanes_per_device: int, levels: int, chains: int, observe: str, replacement: bool) -> int:
     """Lanes per sequential group: the widest power of two (dividing the lanes) whose loop XLA:CPU
