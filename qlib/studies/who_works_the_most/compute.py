@@ -59,7 +59,9 @@ def geometric_rates(n: int, spread: float) -> np.ndarray:
     """n service rates from ``spread`` down to 1, geometrically spaced (fastest first)."""
     n = _validate.integer("n", n, low=1)
     spread = _validate.real("spread", spread, low=1.0, low_open=False)
-    return np.geomspace(spread, 1.0, n) if n > 1 else np.array([1.0])
+    # spread^((n-1-j)/(n-1)) by the C library's pow, one Python float at a time: numpy's vector power
+    # takes other code paths on other CPUs (AVX2 / AVX-512), and these rates enter the cache keys
+    return np.array([spread ** ((n - 1 - j) / (n - 1)) for j in range(n)]) if n > 1 else np.array([1.0])
 
 
 def family_rates(family: str, n: int, *, spread: float = 10.0, gap: float = 1e-6) -> np.ndarray:
