@@ -129,3 +129,15 @@ def pytest_collection_modifyitems(config, items):
             if it.nodeid.startswith("tests/test_notebooks.py::test_notebook_runs_in_smoke_mode")]
     if last:
         items[:] = [it for it in items if it not in last] + last
+
+
+@pytest.fixture
+def tiers(tmp_path, monkeypatch):
+    """A private cache and results folder; no tier written unless a test says so."""
+    from qlib import results
+
+    monkeypatch.setenv("QLIB_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv(results.RESULTS_DIR_ENV, str(tmp_path / "results"))
+    for k in (results.WRITE_ENV, results.RUN_ENV, results.LOG_ENV, "QLIB_REFRESH"):
+        monkeypatch.delenv(k, raising=False)
+    return tmp_path / "results"

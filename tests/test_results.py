@@ -11,16 +11,6 @@ from qlib import cache, results
 from qlib.supermarket import simulate, simulate_many
 
 
-@pytest.fixture
-def tiers(tmp_path, monkeypatch):
-    """A private cache and results folder; no tier written unless a test says so."""
-    monkeypatch.setenv("QLIB_CACHE", str(tmp_path / "cache"))
-    monkeypatch.setenv(results.RESULTS_DIR_ENV, str(tmp_path / "results"))
-    for k in (results.WRITE_ENV, results.RUN_ENV, results.LOG_ENV, "QLIB_REFRESH"):
-        monkeypatch.delenv(k, raising=False)
-    return tmp_path / "results"
-
-
 def _sweep(calls, bump=None):
     """A two-point sweep of real simulations (continued once, as the equilibrium estimates do)."""
 

@@ -90,15 +90,10 @@ def test_deciding_n_extrapolates_the_fitted_slope():
 
 
 @pytest.fixture
-def long_smoke(tmp_path, monkeypatch):
+def long_smoke(tiers, monkeypatch):
     """Smoke families with one long-tier point (family A at n = 2000) and private result tiers."""
-    from qlib import results
     from qlib.studies.families import compute as FC
 
-    monkeypatch.setenv("QLIB_CACHE", str(tmp_path / "cache"))
-    monkeypatch.setenv(results.RESULTS_DIR_ENV, str(tmp_path / "results"))
-    for k in (results.WRITE_ENV, results.RUN_ENV, results.LOG_ENV, "QLIB_REFRESH"):
-        monkeypatch.delenv(k, raising=False)
     P = FC.PARAMETERS["smoke"]
     monkeypatch.setitem(P, "families", {"A": P["families"]["A"]})
     monkeypatch.setitem(P, "long", dict(P["long"], ns={"A": [2_000]}))

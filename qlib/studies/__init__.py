@@ -41,6 +41,11 @@ class ArrayResult:
         """The dataclass from a dict holding (at least) one array per field."""
         return cls(**{f.name: arrays[f.name] for f in fields(cls)})  # type: ignore[arg-type]
 
+    @classmethod
+    def concat(cls, parts):
+        """One result from several, their arrays joined along the point axis (the first)."""
+        return cls.from_arrays({k: np.concatenate([p.arrays()[k] for p in parts]) for k in parts[0].arrays()})
+
     def arrays(self) -> dict[str, np.ndarray]:
         """The fields as a dict of arrays (what the cache stores)."""
         return {f.name: np.asarray(getattr(self, f.name)) for f in fields(self)}  # type: ignore[arg-type]
@@ -51,3 +56,32 @@ def check_mode(mode: str) -> str:
     from qlib import _validate as V
 
     return V.choice("mode", mode, MODES)
+
+
+def long_points_read(mode: str) -> bool:
+    """Whether a study reads its long-tier points from results/long (full mode outside ``make
+    results-long``) instead of computing them (smoke mode, and the long run itself)."""
+    from qlib import results
+
+    return mode == "full" and results.write_tier() != "long"
+
+
+def long_point(read: bool, compute, command: str):
+    """``compute()`` for a long-tier point: run as it is where the point is computed, and inside
+    :func:`qlib.cache.stored_only` where it is ``read`` (:func:`long_points_read` says where).
+
+    Returns:
+        (value, records of the entries read, "") or, where results/long lacks the point or holds it
+        stale, (None, [], the row's text naming ``command``).
+    """
+    import contextlib
+
+    from qlib import cache, results
+
+    try:
+        with cache.stored_only("long") if read else contextlib.nullcontext([]) as records:
+            value = compute()
+    except cache.NotStored as err:
+        name, params, seed = err.points[0]
+        return None, [], results.row_status(name, params, seed, command=command)[1]
+    return value, records, ""

@@ -15,7 +15,7 @@ import numpy as np
 from qlib import cache, results
 from qlib._rng import named_seed
 from qlib.config import scale
-from qlib.studies import ArrayResult, check_mode
+from qlib.studies import ArrayResult, check_mode, long_point, long_points_read
 from qlib.studies.max_length import Estimates, estimates, fluid_max_length
 from qlib.studies.wrong_models import WRONG_MODELS, point_of
 from qlib.supermarket import predicted_max_length, relaxation_time, simulate
@@ -109,9 +109,8 @@ def family_ns(mode: str, name: str) -> list[int]:
 
 
 def long_read_only(mode: str) -> bool:
-    """Whether the long-tier points are read from results/long (True) or computed: computed in
-    smoke mode and while ``make results-long`` writes the long tier."""
-    return mode == "full" and results.write_tier() != "long"
+    """Whether the long-tier points are read from results/long (:func:`qlib.studies.long_points_read`)."""
+    return long_points_read(mode)
 
 
 # --------------------------------------------------------------------------- results
@@ -233,11 +232,6 @@ def customers_sd(name: str, points: Sequence[tuple[int, int, float]], *, replica
     return CustomersSD.from_arrays({f: np.stack([g[f] for g in got]) for f in got[0]})
 
 
-def _concat(parts: Sequence, cls):
-    """One ArrayResult from per-point ones (stacked along the point axis)."""
-    return cls.from_arrays({k: np.concatenate([p.arrays()[k] for p in parts]) for k in parts[0].arrays()})
-
-
 def _estimates_and_sd(mode: str, name: str, pts: Sequence[PointTuple], batches: int, *,
                       progress: bool) -> tuple[Estimates, CustomersSD]:
     """The equilibrium estimates and SD(N) at ``pts`` of family ``name`` (cached per point)."""
@@ -285,8 +279,7 @@ def _family_points(mode: str, name: str, fam: dict, *, progress: bool) -> tuple:
     L = P["long"]
     a, b = fam["alpha"], fam["beta"]
     # --scale lengthens the default-tier points, except in the long run (it reads them from results/default)
-    scaled = mode == "full" and results.write_tier() != "long"
-    nb = P["batches"] * (max(1, int(round(scale()))) if scaled else 1)
+    nb = P["batches"] * (max(1, int(round(scale()))) if long_points_read(mode) else 1)
 
     def one(pts, batches):
         return _estimates_and_sd(mode, name, pts, batches, progress=progress)
@@ -294,21 +287,17 @@ def _family_points(mode: str, name: str, fam: dict, *, progress: bool) -> tuple:
     pts = [family_point(n, a, b) for n in fam["ns"]]
     est, sd = one(pts, nb)
     ests, sds, missing, records = [est], [sd], [], []
-    read_only = long_read_only(mode)
     for n in L["ns"].get(name, []):
         pt = family_point(n, a, b)
-        try:
-            with cache.stored_only("long") if read_only else contextlib.nullcontext([]) as read:
-                e, s = one([pt], L["batches"])
-        except cache.NotStored as err:
-            nm, prm, seed = err.points[0]
-            missing.append((n, results.row_status(nm, prm, seed, command=LONG_COMMAND)[1]))
+        got, read, why = long_point(long_read_only(mode), lambda pt=pt: one([pt], L["batches"]), LONG_COMMAND)
+        if got is None:
+            missing.append((n, why))
             continue
         records += read
         pts.append(pt)
-        ests.append(e)
-        sds.append(s)
-    return pts, _concat(ests, Estimates), _concat(sds, CustomersSD), tuple(missing), records
+        ests.append(got[0])
+        sds.append(got[1])
+    return pts, Estimates.concat(ests), CustomersSD.concat(sds), tuple(missing), records
 
 
 def _wrong_models(mode: str, name: str, top: PointTuple, long: bool, *, progress: bool) -> tuple[dict, list]:

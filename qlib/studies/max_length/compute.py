@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -15,7 +14,7 @@ from qlib import _validate as V
 from qlib import cache, results
 from qlib._rng import named_seed
 from qlib.config import scale
-from qlib.studies import ArrayResult, check_mode
+from qlib.studies import ArrayResult, check_mode, long_point, long_points_read
 from qlib.studies.max_length.parameters import (
     PARAMETERS,
     PointTuple,
@@ -423,18 +422,14 @@ def _finite_n_sets(P: dict, mode: str, k_scale: float, base: dict) -> tuple[Esti
         return _finite_n_points(P, ns, k_scale, base)
 
     parts, missing, records = [est(fn["ns"])], [], []
-    read_only = mode == "full" and results.write_tier() != "long"
     for n in fn["long_ns"]:
-        try:
-            with cache.stored_only("long") if read_only else contextlib.nullcontext([]) as read:
-                parts.append(est([n]))
-        except cache.NotStored as err:
-            nm, prm, seed = err.points[0]
-            missing.append((n, results.row_status(nm, prm, seed, command=LONG_COMMAND)[1]))
+        got, read, why = long_point(long_points_read(mode), lambda n=n: est([n]), LONG_COMMAND)
+        if got is None:
+            missing.append((n, why))
             continue
+        parts.append(got)
         records += read
-    finite = Estimates.from_arrays({k: np.concatenate([p.arrays()[k] for p in parts])
-                                    for k in parts[0].arrays()})
+    finite = Estimates.concat(parts)
     spt = (fn["ns"][-1], fn["d"], fn["lam"])
     s_seed, s_taus = named_seed(stream, "finite_n_short"), P["short_taus"]
     short = cache.cached("01_finite_n_short", dict(point=list(spt), taus=s_taus, replicas=fn["replicas"]),
@@ -500,7 +495,7 @@ def run(mode: str = "full", *, progress: bool = True) -> MaxLengthResult:
     mode = check_mode(mode)
     P = PARAMETERS[mode]
     # --scale S runs S batches of 10 tau where 1 runs one; the long run reads the default tier as stored
-    k_scale = scale() if mode == "full" and results.write_tier() != "long" else 1.0
+    k_scale = scale() if long_points_read(mode) else 1.0
     nb = max(1, int(round(k_scale)))
     base = dict(burn_taus=P["burn_taus"], batch_taus=P["batch_taus"], progress=progress)
     sets = _fixed_sets(P, mode, nb, base)
