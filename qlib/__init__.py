@@ -6,8 +6,9 @@
 - :mod:`qlib.claims` — the claims table; ``python -m qlib reproduce`` prints it.
 
 Importing qlib changes no global state. :func:`configure_xla` (call it first, before JAX runs
-anything) asks XLA for one host device per core and a larger small-while-loop threshold, which
-the CLI, the test-suite, the notebook runner and the benchmarks do (see :mod:`qlib._xla`).
+anything) asks XLA for one host device per core, a larger small-while-loop threshold and, on a
+CPU with AVX-512, 512-bit vectors, which the CLI, the test-suite, the notebook runner and the
+benchmarks do (see :mod:`qlib._xla`); the chain's first use applies them if JAX has not started.
 """
 
 from qlib._xla import configure_xla

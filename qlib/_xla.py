@@ -5,7 +5,12 @@
 - XLA:CPU's small-while-loop threshold raised to 64 kB
   (``xla_cpu_small_while_loop_byte_threshold``): a loop whose body touches fewer bytes is
   compiled into one kernel instead of dispatching each fused op, which makes the chain's
-  sequential loop faster at few replicas (measured in benchmarks/README.md, "XLA flags").
+  sequential loop faster at few replicas (measured in benchmarks/README.md, "XLA flags");
+- on a CPU with AVX-512, 512-bit vectors (``--xla_cpu_prefer_vector_width=512``; XLA's default
+  is 256): the event map's float64 arithmetic (log U, U^(1/d)) and the step loop's compares and
+  sums run twice as wide, 1.5-1.8x the chain's rate (benchmarks/README.md, "The good loop").
+  Every operation is still an IEEE float64 or integer operation on each element, so the numbers
+  do not change: the stored results verify bit for bit under either width (tested).
 
 Both are read by XLA once, when JAX starts its CPU backend, so :func:`configure_xla` must run
 before anything is computed. Flags already in ``XLA_FLAGS`` are kept; ``QLIB_HOST_DEVICES=N``
@@ -34,9 +39,28 @@ def _device_count() -> int:
         return os.cpu_count() or 1
 
 
-def flags(current: str | None = None, *, host_devices: bool = True, small_loops: bool = True) -> str:
-    """``current`` (default: ``$XLA_FLAGS``) with qlib's flags added where it does not set them."""
+def wide_vectors_supported() -> bool:
+    """True on an x86 CPU whose kernel reports AVX-512 Foundation (``avx512f`` in /proc/cpuinfo)."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("flags"):
+                    return "avx512f" in line.split()
+    except OSError:
+        pass
+    return False
+
+
+def flags(current: str | None = None, *, host_devices: bool = True, small_loops: bool = True,
+          wide_vectors: bool | None = None) -> str:
+    """``current`` (default: ``$XLA_FLAGS``) with qlib's flags added where it does not set them.
+
+    ``wide_vectors`` (default: :func:`wide_vectors_supported`) adds 512-bit vectors."""
     f = os.environ.get("XLA_FLAGS", "") if current is None else current
+    if wide_vectors is None:
+        wide_vectors = wide_vectors_supported()
+    if wide_vectors and "xla_cpu_prefer_vector_width" not in f:
+        f = f"{f} --xla_cpu_prefer_vector_width=512".strip()
     if host_devices and "xla_force_host_platform_device_count" not in f:
         count = _device_count()
         if count > 1:
@@ -65,14 +89,15 @@ def _jax_started() -> bool:
     return bool(getattr(xb, "_backends", None))
 
 
-def configure_xla(*, host_devices: bool = True, small_loops: bool = True) -> str:
+def configure_xla(*, host_devices: bool = True, small_loops: bool = True,
+                  wide_vectors: bool | None = None) -> str:
     """Add qlib's XLA flags to ``XLA_FLAGS`` (see the module docstring) and return the result.
 
     Call it first, before JAX computes anything: the CLI, the test-suite, the notebook runner
     and the benchmarks do. Without it qlib gives the same numbers, on one host device, with
     XLA's default loop threshold. Warns (and changes nothing) if JAX has already started.
     """
-    new = flags(host_devices=host_devices, small_loops=small_loops)
+    new = flags(host_devices=host_devices, small_loops=small_loops, wide_vectors=wide_vectors)
     if new == os.environ.get("XLA_FLAGS", ""):
         return new
     if _jax_started():
