@@ -11,12 +11,17 @@ medians of the rounds, ratios (qlib / loop) medians of the per-round ratios. The
                                                        # table -> README section + results_good_loop.json
     python benchmarks/bench_good_loop.py --quick       # small sizes (results_good_loop_quick.json)
     python benchmarks/bench_good_loop.py --configure   # one mode, in this process; prints JSON
+    python benchmarks/bench_good_loop.py --first-use
     python benchmarks/bench_good_loop.py --no-configure
 
-``--no-configure`` is a user's script that never calls ``qlib.configure_xla()``: the child runs
-with XLA_FLAGS removed from its environment. Before the rounds each process checks the loops:
-C = numba bit for bit, and the numba loop's time averages at a small point against qlib's
-(E[u_1] = lam n, and |z| over levels 1..k+1). Load averages are recorded with every round.
+Three modes, each in a fresh process with XLA_FLAGS removed from its environment:
+``--configure`` calls ``qlib.configure_xla()`` first (as the README says); ``--first-use`` never
+calls it, as a user's script that skips the optional first line, so qlib applies the flags on its
+first use (JAX has not started); ``--no-configure`` runs with none of qlib's flags
+(``QLIB_AUTO_XLA=0``, what a script gets when JAX has already computed something). Before the
+rounds each process checks the loops: C = numba bit for bit, and the numba loop's time averages
+at a small point against qlib's (E[u_1] = lam n, and |z| over levels 1..k+1). Load averages are
+recorded with every round.
 """
 
 from __future__ import annotations
@@ -84,11 +89,17 @@ def _checks(sm, G, GC) -> dict:
     return out
 
 
-def measure(configure: bool, quick: bool) -> dict:
+MODES = {"configure": "configure_xla()", "first-use": "on first use", "no-configure": "none"}
+
+
+def measure(mode: str, quick: bool) -> dict:
     """All rounds in this process; returns the JSON-able record."""
     import qlib
 
-    flags = qlib.configure_xla() if configure else os.environ.get("XLA_FLAGS", "")
+    if mode == "no-configure":
+        os.environ["QLIB_AUTO_XLA"] = "0"
+    if mode == "configure":
+        qlib.configure_xla()
     import jax
 
     import qlib.supermarket as sm
@@ -97,9 +108,10 @@ def measure(configure: bool, quick: bool) -> dict:
     import good_loop as G
     import good_loop_c as GC
 
-    rec = {"configure_xla": configure, "xla_flags": flags, "devices": f"{len(jax.devices())} x "
-           f"{jax.devices()[0].platform}", "load_start": load()}
-    rec["checks"] = _checks(sm, G, GC)
+    rec = {"mode": mode, "load_start": load()}
+    rec["checks"] = _checks(sm, G, GC)  # qlib's first use: "first-use" gets its flags here
+    rec.update(xla_flags=os.environ.get("XLA_FLAGS", ""),
+               devices=f"{len(jax.devices())} x {jax.devices()[0].platform}")
     if not rec["checks"]["passed"]:
         raise SystemExit(f"the good loop failed its checks: {rec['checks']}")
     have_c = GC.compiler() is not None
@@ -156,7 +168,7 @@ def measure(configure: bool, quick: bool) -> dict:
                         for k in runners if k != "qlib"}
         rows.append(row)
         rates = ", ".join(f"{k} {v / 1e6:.1f}" for k, v in row["rate"].items())
-        print(f"[configure={configure}] R = {R}: {rates} M/s; load {loads[-1]}", file=sys.stderr, flush=True)
+        print(f"[{mode}] R = {R}: {rates} M/s; load {loads[-1]}", file=sys.stderr, flush=True)
     rec.update(rows=rows, load_end=load(), rounds=rounds, work_per_call=work, threads=THREADS, have_c=have_c,
                c_compiler=GC.compiler_version(), c_flags=" ".join(GC.FLAGS))
     return rec
@@ -190,18 +202,17 @@ def machine() -> dict:
 
 
 def run_both(quick: bool = False, write: bool = True) -> dict:
-    """Both modes, each in a fresh subprocess (XLA_FLAGS removed from their environment)."""
-    env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
+    """The three modes, each in a fresh subprocess (XLA_FLAGS removed from their environment)."""
+    env = {k: v for k, v in os.environ.items() if k not in ("XLA_FLAGS", "QLIB_AUTO_XLA")}
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT)] + [p for p in [env.get("PYTHONPATH")] if p])
     sys.path.insert(0, str(ROOT))
     out = {"machine": machine(), "instance": {"n": N, "d": D, "lam": LAM}, "load_start": load(), "modes": {}}
-    for configure in (True, False):
-        cmd = [sys.executable, str(Path(__file__).resolve()),
-               "--configure" if configure else "--no-configure"]
+    for mode in MODES:
+        cmd = [sys.executable, str(Path(__file__).resolve()), f"--{mode}"]
         if quick:
             cmd.append("--quick")
         r = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, text=True, check=True)
-        out["modes"]["configured" if configure else "unconfigured"] = json.loads(r.stdout)
+        out["modes"][mode] = json.loads(r.stdout)
     out["load_end"] = load()
     print(table(out))
     if write:
@@ -218,7 +229,7 @@ COLS = [("numba_sums", "numba, sums"), ("c_sums", "C, sums"), ("numba_bare", "nu
 
 
 def table(out: dict) -> str:
-    lines = ["| configure_xla() | R | qlib (M/s) | numba sums | C sums | numba no sums | C no sums | "
+    lines = ["| qlib's XLA flags | R | qlib (M/s) | numba sums | C sums | numba no sums | C no sums | "
              "qlib / numba sums | qlib / C sums | qlib / numba no sums | qlib / C no sums | load (1 min) |",
              "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for mode, rec in out["modes"].items():
@@ -226,7 +237,7 @@ def table(out: dict) -> str:
             rate, ratio = r["rate"], r["ratio"]
             loads = [x[0] for x in r["loads"]]
             lines.append(
-                f"| {'yes' if mode == 'configured' else 'no'} | {r['R']} | {rate['qlib'] / 1e6:.1f} | "
+                f"| {MODES[mode]} | {r['R']} | {rate['qlib'] / 1e6:.1f} | "
                 + " | ".join(f"{rate[k] / 1e6:.1f}" if k in rate else "–" for k, _ in COLS) + " | "
                 + " | ".join(f"**{ratio[k]:.2f}**" if k in ratio else "–" for k, _ in COLS)
                 + f" | {min(loads):.1f}–{max(loads):.1f} |")
@@ -234,18 +245,18 @@ def table(out: dict) -> str:
 
 
 def cpu_table(out: dict) -> str:
-    lines = ["| configure_xla() | R | qlib | numba sums | C sums | numba no sums | C no sums |",
+    lines = ["| qlib's XLA flags | R | qlib | numba sums | C sums | numba no sums | C no sums |",
              "|---|---|---|---|---|---|---|"]
     for mode, rec in out["modes"].items():
         for r in rec["rows"]:
             c = r["rate_per_cpu_s"]
-            lines.append(f"| {'yes' if mode == 'configured' else 'no'} | {r['R']} | {c['qlib'] / 1e6:.1f} | "
+            lines.append(f"| {MODES[mode]} | {r['R']} | {c['qlib'] / 1e6:.1f} | "
                          + " | ".join(f"{c[k] / 1e6:.1f}" if k in c else "–" for k, _ in COLS) + " |")
     return "\n".join(lines)
 
 
 def section(out: dict, quick: bool) -> str:
-    m, conf = out["machine"], out["modes"]["configured"]
+    m, conf = out["machine"], out["modes"]["configure"]
     ck = conf["checks"]
     v = m["versions"]
     bare = {mode: next(r for r in rec["rows"] if r["R"] == 1024)["rate"]["numba_bare"]
@@ -270,8 +281,11 @@ def section(out: dict, quick: bool) -> str:
         f"8 levels every step. n = {N}, d = {D}, λ = {LAM} from empty; {conf['rounds']} alternated rounds "
         f"of "
         f"{conf['work_per_call']:.0e} replica-steps per call in one process; rates are medians, ratios "
-        f"(qlib / loop, above 1: qlib faster) medians of the per-round ratios. Each mode is its own process: "
-        f"`configure_xla()` called first, or never (XLA_FLAGS unset, as in a user's script that skips it).",
+        f"(qlib / loop, above 1: qlib faster) medians of the per-round ratios. Each mode is its own process "
+        f"with XLA_FLAGS unset: `configure_xla()` called first (`{conf['xla_flags']}`); never called, so "
+        f"qlib applies the flags on first use (`{out['modes']['first-use']['xla_flags']}` in that "
+        f"process); and none of qlib's flags "
+        f"(`QLIB_AUTO_XLA=0`, what a script gets when JAX has already computed something).",
         "",
         f"Run {m['date']} on commit `{m['commit'][:10]}`{' (tracked files modified)' if m['dirty'] else ''}: "
         f"{m['cpu']}, {m['cores']} cores; Python {v['python']}, jax {v['jax']}, numba {v['numba']}, numpy "
@@ -327,12 +341,14 @@ def main(argv=None) -> int:
     g = ap.add_mutually_exclusive_group()
     g.add_argument("--configure", dest="mode", action="store_const", const="configure",
                    help="one mode in this process: call qlib.configure_xla() first; print JSON")
+    g.add_argument("--first-use", dest="mode", action="store_const", const="first-use",
+                   help="one mode in this process: never call configure_xla() (qlib applies it); print JSON")
     g.add_argument("--no-configure", dest="mode", action="store_const", const="no-configure",
-                   help="one mode in this process: never call configure_xla(); print JSON")
+                   help="one mode in this process: none of qlib's flags (QLIB_AUTO_XLA=0); print JSON")
     a = ap.parse_args(argv)
     sys.path.insert(0, str(ROOT))
     if a.mode:
-        print(json.dumps(measure(a.mode == "configure", a.quick), default=float))
+        print(json.dumps(measure(a.mode, a.quick), default=float))
         return 0
     run_both(a.quick, write=not a.no_readme)
     return 0

@@ -1,9 +1,10 @@
-"""What ``qlib.configure_xla()`` buys: chain throughput with and without its two XLA flags.
+"""What ``qlib.configure_xla()`` buys: chain throughput with and without each of its XLA flags.
 
 Each configuration runs in a fresh process (XLA reads its flags once, when JAX starts):
-no flags; one host device per core only; the small-while-loop threshold only; both (what
-``configure_xla()`` sets). Instance: n = 1000, d = 10, lam = 0.95 from empty, R = 1 and 64
-replicas; replica-steps per second, median of 3 timed calls after a compile call.
+no flags; one host device per core only; the small-while-loop threshold only; 512-bit vectors
+only (on a CPU with AVX-512); all of them (what ``configure_xla()`` sets). Instance: n = 1000,
+d = 10, lam = 0.95 from empty, R = 1 and 64 replicas; replica-steps per second, median of 3 timed
+calls after a compile call.
 
 Usage: ``python benchmarks/bench_xla_flags.py`` (about a minute); prints a markdown table.
 """
@@ -34,10 +35,10 @@ print(json.dumps({"rate": R * steps / ts[1], "devices": jax.device_count()}))
 """
 
 
-def flags(devices: bool, small_loops: bool) -> str:
+def flags(devices: bool, small_loops: bool, wide: bool) -> str:
     from qlib import _xla
 
-    return _xla.flags("", host_devices=devices, small_loops=small_loops)
+    return _xla.flags("", host_devices=devices, small_loops=small_loops, wide_vectors=wide)
 
 
 def measure(R: int, steps: int, xla_flags: str) -> dict:
@@ -50,11 +51,17 @@ def measure(R: int, steps: int, xla_flags: str) -> dict:
 
 def main() -> None:
     sys.path.insert(0, str(ROOT))
-    configs = [("none", False, False), ("host devices only", True, False), ("small loops only", False, True),
-               ("both (configure_xla)", True, True)]
+    from qlib import _xla
+
+    wide = _xla.wide_vectors_supported()
+    configs = [("none", False, False, False), ("host devices only", True, False, False),
+               ("small loops only", False, True, False)]
+    if wide:
+        configs.append(("512-bit vectors only", False, False, True))
+    configs.append(("all (configure_xla)", True, True, wide))
     rows = []
-    for name, dev, small in configs:
-        f = flags(dev, small)
+    for name, dev, small, vec in configs:
+        f = flags(dev, small, vec)
         r1 = measure(1, 2_000_000, f)
         r64 = measure(64, 200_000, f)
         rows.append((name, f or "(none)", r1, r64))

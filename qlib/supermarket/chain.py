@@ -104,10 +104,20 @@ def group_width(lanes_per_device: int, levels: int, chains: int, observe: str, r
 
 
 def block_length(group: int, replacement: bool) -> int:
-    """Steps per block of draws of one group: about 2^13 (step, lane) events, so a block's words,
-    floats and events stay in cache (measured: 2^11-2^13 best, 2^16 ~20% slower), 16..2048 steps."""
-    b = 2 ** 13 // max(1, group) // (1 if replacement else 2)
-    return int(min(2048, max(16, 1 << max(0, b.bit_length() - 1))))
+    """Steps per block of draws of one group, 4..2048.
+
+    Sampling with replacement, where the group's step loop compiles into one kernel (XLA:CPU,
+    groups of at most 64 lanes under :func:`qlib.configure_xla`'s threshold): about 2^9 (step,
+    lane) events. The loop's body reads the block's events, so a bigger block pushes it past the
+    threshold (2^13 events ran 2.4x slower at 8 lanes), and XLA splits a bigger draw over two
+    threads, which a lone replica pays for with a spinning thread (2^11 events: 53 against 62 M
+    replica-steps/s at R = 1). Wider groups: about 2^13 events, so a block's words, floats and
+    events stay in cache (2^11-2^13 best, 2^16 ~20% slower); without replacement too (2^9 was 10%
+    slower at R >= 64). Measured on 2 cores,
+    n = 1000, d = 10. The block length never changes the numbers (the draws are counter-based)."""
+    small = replacement and jax.default_backend() == "cpu" and small_loop_bytes() > 1024 and group <= 64
+    b = (2 ** 9 if small else 2 ** 13) // max(1, group) // (1 if replacement else 2)
+    return int(min(2048, max(4, 1 << max(0, b.bit_length() - 1))))
 
 
 # --------------------------------------------------------------------------- the driver
