@@ -8,7 +8,7 @@ import jax.numpy as jnp
 from qlib.supermarket.events import Events, LaneParams, _log_reduced, _recompute_where_changed, log_falling
 
 #: The level-flow sums hold g(u_i) rounded to a multiple of 2^-FLOW_BITS per step: int64
-#: chunk sums are exact for 2^(63 - FLOW_BITS) steps (a chunk has at most 2^20), and the time
+#: chunk sums are exact for 2^(63 - FLOW_BITS) steps (a chunk has at most 2^22), and the time
 #: average is off by at most 2^-(FLOW_BITS+1), i.e. n 2^-41 customers in lam n E[g(u_i)].
 FLOW_BITS = 40
 
