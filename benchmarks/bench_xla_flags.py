@@ -43,7 +43,8 @@ def flags(devices: bool, small_loops: bool, wide: bool) -> str:
 
 def measure(R: int, steps: int, xla_flags: str) -> dict:
     env = {k: v for k, v in os.environ.items() if k not in ("XLA_FLAGS", "QLIB_HOST_DEVICES")}
-    env.update(XLA_FLAGS=xla_flags, JAX_PLATFORMS="cpu", PYTHONPATH=str(ROOT))
+    # QLIB_AUTO_XLA=0: exactly these flags (else qlib's first use would add the missing ones)
+    env.update(XLA_FLAGS=xla_flags, JAX_PLATFORMS="cpu", PYTHONPATH=str(ROOT), QLIB_AUTO_XLA="0")
     out = subprocess.run([sys.executable, "-c", CHILD, str(R), str(steps)], env=env, capture_output=True,
                          text=True, timeout=600, check=True)
     return json.loads(out.stdout.strip().splitlines()[-1])
