@@ -37,7 +37,14 @@ from qlib.supermarket.events import (  # noqa: F401
     simulated_lam,
     uniform_log,
 )
-from qlib.supermarket.loop import ChainState, _local_advance, apply, level, step  # noqa: F401
+from qlib.supermarket.loop import (  # noqa: F401
+    ChainState,
+    _local_advance,
+    apply,
+    level,
+    small_loops_in_one_kernel,
+    step,
+)
 from qlib.supermarket.observers import _LOOP_BYTES, FLOW_BITS, OBSERVERS, flow_g, flow_units  # noqa: F401
 
 # the resolvable ranges and the exact event map live with the validated point
@@ -113,9 +120,9 @@ def block_length(group: int, replacement: bool) -> int:
     threads, which a lone replica pays for with a spinning thread (2^11 events: 53 against 62 M
     replica-steps/s at R = 1). Wider groups: about 2^13 events, so a block's words, floats and
     events stay in cache (2^11-2^13 best, 2^16 ~20% slower); without replacement too (2^9 was 10%
-    slower at R >= 64). Measured on 2 cores,
-    n = 1000, d = 10. The block length never changes the numbers (the draws are counter-based)."""
-    small = replacement and jax.default_backend() == "cpu" and small_loop_bytes() > 1024 and group <= 64
+    slower at R >= 64). Measured on 2 cores, n = 1000, d = 10. The block length never changes the
+    numbers (the draws are counter-based)."""
+    small = replacement and small_loops_in_one_kernel() and group <= 64
     b = (2 ** 9 if small else 2 ** 13) // max(1, group) // (1 if replacement else 2)
     return int(min(2048, max(4, 1 << max(0, b.bit_length() - 1))))
 

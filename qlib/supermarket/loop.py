@@ -172,15 +172,20 @@ def _lane_update(x, y, start):
     return jax.lax.dynamic_update_slice_in_dim(x, y, start, axis=x.ndim - 1)
 
 
+def small_loops_in_one_kernel() -> bool:
+    """True on XLA:CPU with the small-while-loop threshold raised (:func:`qlib.configure_xla`):
+    a small group's step loop then compiles into one kernel instead of running op by op."""
+    return jax.default_backend() == "cpu" and small_loop_bytes() > 1024
+
+
 def unroll_steps(group: int) -> int:
-    """Steps unrolled per iteration of a group's step loop: 4 on XLA:CPU for groups of at most 32
-    lanes when its small loops compile into one kernel (:func:`qlib.configure_xla`), where the
-    loop's own overhead is a large part of a step; else 1. The same steps in the same order: the
-    numbers do not change. Measured here (2 cores, n = 1000, d = 10, replicas 1 / 64 / 1024, groups
-    of 1 / 32 / 64 lanes): 1.33x, 1.18x and 0.90x the rolled loop's rate; without the threshold
-    raised the unrolled body runs op by op, 4x slower than the rolled one."""
-    small = jax.default_backend() == "cpu" and small_loop_bytes() > 1024
-    return 4 if small and group <= 32 else 1
+    """Steps unrolled per iteration of a group's step loop: 4 for groups of at most 32 lanes when
+    the loop is one kernel (:func:`small_loops_in_one_kernel`), where the loop's own overhead is a
+    large part of a step; else 1. The same steps in the same order: the numbers do not change.
+    Measured here (2 cores, n = 1000, d = 10, replicas 1 / 64 / 1024, groups of 1 / 32 / 64
+    lanes): 1.33x, 1.18x and 0.90x the rolled loop's rate; without the threshold raised the
+    unrolled body runs op by op, 4x slower than the rolled one."""
+    return 4 if small_loops_in_one_kernel() and group <= 32 else 1
 
 
 def _local_advance(state: ChainState, obs, p: LaneParams, active, t0, m, *, replacement: bool,
