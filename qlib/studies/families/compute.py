@@ -4,7 +4,6 @@ statistics the rows use."""
 
 from __future__ import annotations
 
-import contextlib
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -306,20 +305,16 @@ def _wrong_models(mode: str, name: str, top: PointTuple, long: bool, *, progress
     ({}, []) if results/long lacks one."""
     P = PARAMETERS[mode]
     W = P["long"]["wrong"] if long else P["wrong"]
-    out = {}
-    try:
-        reading = long and long_read_only(mode)
-        with cache.stored_only("long") if reading else contextlib.nullcontext([]) as read:
-            for wm in W["models"]:
-                wp = point_of(wm, top)
-                out[wm] = estimates(f"families_wrong_{name}_{wm.replace('*', 'x')}", [wp],
-                                    replicas=W["replicas"],
-                                    seeds=[named_seed(P["stream"], name, top[0], wm)], batches=W["batches"],
-                                    burn_taus=P["burn_taus"], batch_taus=W["batch_taus"], taus_of=[top],
-                                    replacement=not WRONG_MODELS[wm].flip, progress=progress)
-    except cache.NotStored:
-        return {}, []
-    return out, read
+
+    def compute():
+        return {wm: estimates(f"families_wrong_{name}_{wm.replace('*', 'x')}", [point_of(wm, top)],
+                              replicas=W["replicas"], seeds=[named_seed(P["stream"], name, top[0], wm)],
+                              batches=W["batches"], burn_taus=P["burn_taus"], batch_taus=W["batch_taus"],
+                              taus_of=[top], replacement=not WRONG_MODELS[wm].flip, progress=progress)
+                for wm in W["models"]}
+
+    out, read, _ = long_point(long and long_read_only(mode), compute, LONG_COMMAND)
+    return ({}, []) if out is None else (out, read)
 
 
 def run(mode: str = "full", *, progress: bool = True) -> FamiliesResult:
