@@ -26,19 +26,30 @@ PY := python
 endif
 STAMP := $(if $(VENV),$(VENV),.)/.qlib-installed
 
-.PHONY: setup lint test test-quick validate mutants figures results-long bench bench-quick browser-test claims clean lab
+.PHONY: lock setup lint test test-quick validate mutants figures results-long bench bench-quick browser-test claims clean lab
 
-# The install: uv where it installs (parallel downloads and unpacking: ~25 s from nothing on the
-# 2-core machine, against ~50 s for pip), else pip (>= 21.3 for an editable install from
-# pyproject.toml). Installed files are byte-compiled either way: this machine sets
-# PYTHONDONTWRITEBYTECODE, so every process of the test-suite would compile them again.
-$(STAMP): pyproject.toml
+# The install: exactly the lock (requirements.lock: every package, its version and its hashes, for
+# Python 3.11 on Linux; docs/running.md), then qlib itself, editable, with no dependency resolved
+# anew. uv where it installs (parallel downloads and unpacking: ~25 s from nothing on the 2-core
+# machine, against ~50 s for pip), else pip; uv's own version is the lock's. In .venv the install is
+# a sync (nothing but the lock); in an active environment (conda, a venv of yours) it only adds.
+# Installed files are byte-compiled: this machine sets PYTHONDONTWRITEBYTECODE, so every process of
+# the test-suite would compile them again.
+LOCK := requirements.lock
+UV_PIN := $(shell grep -o '^uv==[^ ]*' $(LOCK))
+UV_INSTALL := $(if $(VENV),sync,install -r)
+
+$(STAMP): pyproject.toml $(LOCK)
 	@if [ -n "$(VENV)" ] && [ ! -x "$(PY)" ]; then python3 -m venv $(VENV); fi
-	@if $(PY) -m pip install -q uv 2>/dev/null && \
-	    $(PY) -m uv pip install -q --compile-bytecode --python $(PY) -e '.[test,bench]'; then \
-	  echo "installed with uv"; \
+	@$(PY) -c 'import sys; sys.exit(sys.version_info[:2] != (3, 11))' || \
+	  echo "warning: requirements.lock is for Python 3.11, this is $$($(PY) -V): pip may refuse a locked version"
+	@if $(PY) -m pip install -q '$(UV_PIN)' 2>/dev/null && \
+	    $(PY) -m uv pip $(UV_INSTALL) -q --compile-bytecode --python $(PY) --require-hashes $(LOCK) && \
+	    $(PY) -m uv pip install -q --compile-bytecode --python $(PY) --no-deps --no-build-isolation -e .; then \
+	  echo "installed requirements.lock with uv"; \
 	else \
-	  $(PY) -m pip install -q 'pip>=21.3' && $(PY) -m pip install -q -e '.[test,bench]'; \
+	  $(PY) -m pip install -q --require-hashes -r $(LOCK) && \
+	  $(PY) -m pip install -q --no-deps --no-build-isolation -e . && echo "installed requirements.lock with pip"; \
 	fi
 	@touch $(STAMP)
 
@@ -78,8 +89,13 @@ bench: setup
 	$(PY) benchmarks/run.py
 
 browser-test: setup
-	$(PY) -m pip install -q -e '.[browser]'
 	$(PY) tests/browser/run_browser_test.py $(BROWSER_ARGS)
+
+# make lock — refresh requirements.lock on purpose (the newest versions the registry serves for the
+#                 pins of pyproject.toml): commit it alone, then run make figures (docs/running.md).
+lock: setup
+	printf 'uv\n' | $(PY) -m uv pip compile pyproject.toml - --extra test --extra bench --extra browser \
+	  --python-version 3.11 --generate-hashes --upgrade --custom-compile-command 'make lock' -o $(LOCK)
 
 clean:
 	rm -rf .qlib_cache .pytest_cache
