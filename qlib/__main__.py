@@ -26,6 +26,7 @@ import tempfile
 import time
 
 from qlib.config import ROOT, SCALE_ENV, enable_compilation_cache
+from qlib.results.environment import warning_line
 
 README_START, README_END = "<!-- claims:start -->", "<!-- claims:end -->"
 EXIT_PASS, EXIT_FAIL, EXIT_ERROR = 0, 1, 2
@@ -149,6 +150,8 @@ def main(argv: list[str] | None = None) -> int:
         p.add_argument("--scale", type=float, default=None,
                        help="multiply every full-mode run length by this factor (default 1)")
     a = ap.parse_args(argv)
+    if line := warning_line():  # once per command: another environment may give other bits
+        print(f"[qlib] {line}", flush=True)
     try:
         if getattr(a, "scale", None) is not None:
             if not (a.scale > 0 and a.scale != float("inf")):

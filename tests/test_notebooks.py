@@ -60,14 +60,22 @@ def _contents_manager(root):
     return build_sync_jupytext_contents_manager_class(FileContentsManager)(root_dir=str(root))
 
 
+@pytest.mark.parametrize("jupytext_version", ["locked", "9.99.1"], ids=["jupytext-locked", "jupytext-other"])
 @pytest.mark.parametrize("path", PATHS, ids=IDS)
-def test_running_in_jupyterlab_rewrites_nothing(path, tmp_path):
+def test_running_in_jupyterlab_rewrites_nothing(path, jupytext_version, tmp_path, monkeypatch):
     """What JupyterLab does to an opened, run and autosaved notebook, through jupytext's contents
     manager: kernel metadata, outputs, execution counts and cell metadata added, then saved. The .md
-    comes back byte for byte and its executed copy is not touched."""
+    comes back byte for byte and its executed copy is not touched: with the locked jupytext and with
+    another (the version a header would name is the one jupytext.header writes), since the project's
+    jupytext configuration (pyproject.toml, copied beside the notebook as it sits above it in the
+    repository) filters the version out of the header."""
     import shutil
 
-    for p in (path, notebooks.paired_ipynb(path)):
+    import jupytext.header
+
+    if jupytext_version != "locked":
+        monkeypatch.setattr(jupytext.header, "__version__", jupytext_version)
+    for p in (path, notebooks.paired_ipynb(path), notebooks.ROOT / "pyproject.toml"):
         shutil.copy(p, tmp_path / p.name)
     before = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
     cm = _contents_manager(tmp_path)
@@ -84,6 +92,21 @@ def test_running_in_jupyterlab_rewrites_nothing(path, tmp_path):
     cm.save({"type": "notebook", "format": "json", "content": nb}, path.name)
     after = {p.name: p.read_bytes() for p in tmp_path.iterdir() if p.is_file()}
     assert after == before
+
+
+def test_without_the_project_configuration_a_save_writes_the_version(tmp_path, monkeypatch):
+    """The round-trip test can fail: with no metadata filter (no pyproject.toml above the notebook)
+    jupytext writes its version into the header, and another version dirties the file."""
+    import shutil
+
+    import jupytext.header
+
+    monkeypatch.setattr(jupytext.header, "__version__", "9.99.1")
+    shutil.copy(PATHS[0], tmp_path / PATHS[0].name)
+    cm = _contents_manager(tmp_path)
+    nb = cm.get(PATHS[0].name, content=True, type="notebook")["content"]
+    cm.save({"type": "notebook", "format": "json", "content": nb}, PATHS[0].name)
+    assert "jupytext_version: 9.99.1" in (tmp_path / PATHS[0].name).read_text()
 
 
 def test_an_edit_is_saved(tmp_path):

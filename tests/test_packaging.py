@@ -7,6 +7,8 @@ import pytest
 import tomllib
 import yaml
 
+from qlib.results import environment
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -14,17 +16,73 @@ def _names(reqs):
     return {re.split(r"[<>=!~ \[]", r, maxsplit=1)[0].strip().lower() for r in reqs}
 
 
-def test_environment_yml_matches_pyproject():
+def _pyproject_names(*extras):
     py = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
-    wanted = _names(py["dependencies"]) | _names(py["optional-dependencies"]["test"]) \
-        | _names(py["optional-dependencies"]["bench"])
+    return _names(py["dependencies"]).union(*(_names(py["optional-dependencies"][e]) for e in extras))
+
+
+def test_the_lock_pins_every_dependency_with_hashes():
+    """requirements.lock pins (==, with a sha256 per file) every dependency of pyproject.toml and of
+    its test, bench and browser extras, and uv, which installs it."""
+    locked = environment.locked_versions()
+    wanted = {environment.normalize(n) for n in _pyproject_names("test", "bench", "browser")} | {"uv"}
+    assert wanted <= set(locked), sorted(wanted - set(locked))
+    blocks = re.split(r"\n(?=[A-Za-z0-9])", (ROOT / "requirements.lock").read_text())
+    pins = [b for b in blocks if "==" in b.split("\n")[0]]
+    assert len(pins) == len(locked) and all("--hash=sha256:" in b for b in pins)
+
+
+def test_installed_versions_are_the_locks():
+    """Every locked package is installed at its locked version (importlib.metadata): `make setup`
+    installs exactly the lock, and a stored result reproduces bit for bit in that environment."""
+    assert environment.locked_versions(), "no requirements.lock at the repository root"
+    assert environment.differences() == []
+
+
+def test_a_difference_from_the_lock_is_named(tmp_path):
+    """The check can fail: a lock naming another numpy gives that one difference and a warning line."""
+    import numpy
+
+    text = (ROOT / "requirements.lock").read_text()
+    other = re.sub(r"^numpy==\S+", "numpy==0.0.1", text, flags=re.M)
+    assert other != text
+    (tmp_path / "requirements.lock").write_text(other)
+    diff = environment.differences(tmp_path / "requirements.lock")
+    assert diff == [environment.Difference("numpy", "0.0.1", numpy.__version__)]
+    line = environment.warning_line(tmp_path / "requirements.lock")
+    assert f"numpy {numpy.__version__} (locked 0.0.1)" in line
+    assert environment.lock_hash(tmp_path / "requirements.lock") != environment.lock_hash()
+
+
+def test_environment_yml_installs_the_lock():
+    """conda users get the lock's Python and the lock itself (conda-forge's builds of JAX and NumPy
+    are other binaries, so the stored bits are promised for the lock only)."""
     env = yaml.safe_load((ROOT / "environment.yml").read_text())
     assert "conda-forge" in env["channels"]
-    conda = {d for d in env["dependencies"] if isinstance(d, str)}
-    have = _names(conda) - {"python", "pip"}
-    assert have == wanted, (sorted(have - wanted), sorted(wanted - have))
+    conda = [d for d in env["dependencies"] if isinstance(d, str)]
+    assert "python=3.11" in conda and "pip" in conda
+    assert "--python-version 3.11" in (ROOT / "Makefile").read_text()
     pip = [d for d in env["dependencies"] if isinstance(d, dict)][0]["pip"]
-    assert "-e ." in pip
+    assert pip == ["-r requirements.lock"]
+
+
+def test_every_stored_record_names_the_lock():
+    """Each stored record names the hash of the lock it reproduces under (issue 38)."""
+    import json
+
+    from qlib.results import store
+
+    records = [json.loads(p.read_text()) for t in store.TIERS for p in (ROOT / "results" / t).glob("*.json")]
+    assert records and all(r.get("lock") for r in records)
+
+
+def test_jupyterlab_fetches_no_news():
+    """The project's JupyterLab settings turn the news popup off (it covers the notebook)."""
+    import json
+
+    o = json.loads((ROOT / ".jupyter" / "lab" / "settings" / "overrides.json").read_text())
+    news = o["@jupyterlab/apputils-extension:notification"]
+    assert news == {"fetchNews": "false", "checkForUpdates": False}
 
 
 def test_readme_gives_the_two_commands():

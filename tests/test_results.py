@@ -330,3 +330,36 @@ def test_heterogeneous_runs_are_recorded_and_their_checkpoint_recomputes():
             )
         ]
     ) != [cp["hash"]]
+
+
+def _with_record(e, **changes):
+    """Rewrite an entry's record with ``changes`` and a valid self-hash (a record as another run
+    would have written it)."""
+    from qlib.results import store
+
+    rec = {k: v for k, v in e.record().items() if k != "record_sha256"} | changes
+    e.json.write_text(store._record_text(rec | {"record_sha256": store._self_hash(rec)}))
+
+
+def test_the_check_tells_stale_code_from_another_environment(tiers, monkeypatch):
+    """A checkpoint that recomputes to other bits is "stale code" in the lock's environment, and
+    "different environment" when the record names another lock or the installed packages are not
+    the lock's (issue 38): the same code may give other bits there."""
+    from qlib.results import environment
+
+    _figures_run([])
+    e = results.entries("default")[0]
+    rec = e.record()
+    assert rec["lock"] == environment.lock_hash() and results.verify(e, recompute=True) == []
+    _with_record(e, checkpoint=dict(rec["checkpoint"], hash="0" * 16))
+
+    (problem,) = results.verify(e, recompute=True)
+    assert "stale code" in problem and "different environment" not in problem
+    _with_record(e, lock="another0lock0000")
+    (problem,) = results.verify(e, recompute=True)
+    assert "different environment: the record was made under lock another0lock0000" in problem
+    _with_record(e, lock=rec["lock"])
+    monkeypatch.setattr(environment, "differences",
+                        lambda path=None: [environment.Difference("numpy", "9.9.9", "2.4.6")])
+    (problem,) = results.verify(e, recompute=True)
+    assert "different environment: installed numpy 2.4.6 (locked 9.9.9)" in problem

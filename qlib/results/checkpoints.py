@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 
+from qlib.results.environment import environment_reasons
 from qlib.results.store import (
     CHECKPOINT_STEPS,
     Entry,
@@ -58,9 +59,11 @@ def verify(e: Entry, *, recompute: bool = False) -> list[str]:
         cp = rec["checkpoint"]
         got = checkpoint_hashes([cp["spec"]])[0]
         if got != cp["hash"]:
-            problems.append(
-                f"checkpoint recomputed to hash {got}, recorded {cp['hash']} (the kernel or streams changed)"
-            )
+            # the same code gives other bits in another environment: say which, else it is the code
+            env = environment_reasons(rec.get("lock"))
+            why = ("different environment: " + "; ".join(env)) if env else \
+                "stale code: the kernel or streams changed"
+            problems.append(f"checkpoint recomputed to hash {got}, recorded {cp['hash']} ({why})")
     return problems
 
 

@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from qlib.config import ROOT
+from qlib.results.environment import lock_hash
 
 TIERS = ("default", "long")
 #: Relative tolerance (to the largest magnitude of the array) of a recomputed float array.
@@ -217,6 +218,7 @@ def make_record(
         "commit": git_commit(),
         "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "versions": versions(),
+        "lock": lock_hash(),
         "machine": machine(),
         "wall_s": round(float(provenance.get("wall_s", 0.0)), 3),
         "cpu_s": round(float(provenance.get("cpu_s", 0.0)), 3),
