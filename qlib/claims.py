@@ -47,6 +47,8 @@ import importlib
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
+from qlib.power import DPass
+
 #: table section -> study module; imported lazily so `import qlib` stays light.
 STUDIES: dict[str, str] = {
     "supermarket: maximum queue length": "qlib.studies.max_length",
@@ -216,6 +218,9 @@ class ClaimRow:
     outcome: str | None = None
     #: how near a wrong model can come before this row stops telling it apart
     resolution: str = ""
+    #: the range of d′ for which JSQ(d′) at the row's point would pass its criterion (:mod:`qlib.power`),
+    #: or why it is not computed; None where the row has no d (identities, measurements, checks)
+    power: DPass | None = None
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
