@@ -281,7 +281,7 @@ def _with_source(row: ClaimRow, title: str) -> ClaimRow:
             and not any(c.near for c in row.counterfactuals)):
         fix["resolution"] = NO_NEAR
     if row.kind == "claim" and row.power is None:  # say why no d′ range is computed
-        why = ("outside the hypotheses: a finding, not judged" if row.verdict == "finding"
+        why = ("a finding: not judged, so no d′ range" if row.verdict == "finding"
                else NOT_COMPUTED.get(title, "the criterion is not a function of the stationary law"))
         fix["power"] = not_computed(None, why)
     if not fix:

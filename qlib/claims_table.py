@@ -26,9 +26,9 @@ def summary(rows: list[ClaimRow]) -> str:
                                              for v in VERDICTS if c[kind][v] or v in ("PASS", "FAIL"))
         if kind == "claim":
             passing = [r for r in rows if r.kind == "claim" and r.verdict == "PASS"]
-            txt += (f" ({sum(r.sound for r in passing)} of the {len(passing)} PASS sound: a far wrong model "
-                    f"fails, every far one fails, and the d′ range excludes d/2 and 2d where computed "
-                    f"({sum(r.power is not None and r.power.computed for r in passing)} of the PASS))")
+            computed = sum(r.power is not None and r.power.computed for r in passing)
+            txt += (f" ({sum(r.sound for r in passing)} of the {len(passing)} PASS sound: every far wrong "
+                    f"model fails, and the d′ range, computed for {computed} of them, excludes d/2 and 2d)")
         parts.append(txt)
     return "; ".join(parts) + "."
 
