@@ -138,7 +138,7 @@ def test_study_shape_and_rows(smoke):
                                                                        eq.PARAMETERS["smoke"]["max"]["wrong_d"]))
     rows = eq.claim_rows(smoke)
     claims = [r for r in rows if r.kind == "claim"]
-    assert len(claims) >= 7 and all(r.counterfactuals for r in claims)
+    assert len(claims) >= 6 and all(r.counterfactuals for r in claims)
     assert all(r.taus is None or r.taus >= 10 for r in rows)
     # the identities: the asymptotic formula's error (algebra of the fluid, issue 41) and E[u_1] = lam n
     assert [r.kind for r in rows].count("identity") == 2 and [r.kind for r in rows].count("measurement") == 1
