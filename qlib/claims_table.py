@@ -39,6 +39,13 @@ def d_pass_range(r: ClaimRow) -> list[int] | None:
     return [r.power.low, r.power.high] if r.power is not None and r.power.computed else None
 
 
+def lam_pass_range(r: ClaimRow) -> list[float] | None:
+    """[f_low, f_high]: JSQ(d) at 1 - lam′ = f (1 - lam) would pass the row's criterion for f in this range
+    (qlib.power); None where it is not computed."""
+    p = r.power
+    return [p.lam_low, p.lam_high] if p is not None and p.lam_low is not None else None
+
+
 def _cf_text(r: ClaimRow) -> str:
     if not r.counterfactuals:
         return "none"
@@ -346,8 +353,8 @@ def to_json(rows: list[ClaimRow]) -> str:
     """Every field of every row as JSON: a list of rows, each with its pre-set ``threshold``, its
     ``verdict`` (one of :data:`VERDICTS`) and ``sound`` (:func:`counts` gives the summary).
     Derived numbers as :func:`published` writes them, so the file is the same on every CPU."""
-    rows_out = [asdict(r) | {"verdict": r.verdict, "sound": r.sound, "d_pass_range": d_pass_range(r)}
-                for r in rows]
+    rows_out = [asdict(r) | {"verdict": r.verdict, "sound": r.sound, "d_pass_range": d_pass_range(r),
+                             "lam_pass_range": lam_pass_range(r)} for r in rows]
     return json.dumps(published(rows_out), indent=1, default=str)
 
 

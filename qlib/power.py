@@ -33,6 +33,8 @@ import numpy as np
 #: the d′ searched: [D_MIN, D_MAX_FACTOR x d] (a range reaching the top is printed "at least")
 D_MIN = 1
 D_MAX_FACTOR = 4
+#: the λ′ searched: 1 - λ′ within a factor LAM_FACTOR of 1 - λ
+LAM_FACTOR = 4.0
 
 
 @dataclass(frozen=True)
@@ -47,6 +49,8 @@ class DPass:
         criterion: the :data:`CRITERIA` key that recomputes it from ``inputs`` ("" if none).
         inputs: what the predicate needs (the point, the row's CI half-widths, its bound).
         why: why it was not computed.
+        lam_low, lam_high: the range of f = (1 - lam′)/(1 - lam) for which JSQ(d) at lam′ would pass (to
+            0.1%; None: not computed).
     """
 
     d: int | None
@@ -57,6 +61,8 @@ class DPass:
     criterion: str = ""
     inputs: dict = field(default_factory=dict)
     why: str = ""
+    lam_low: float | None = None
+    lam_high: float | None = None
 
     @property
     def computed(self) -> bool:
@@ -80,7 +86,9 @@ class DPass:
         verdict = ("excludes d/2 and 2d" if self.excludes_far else
                    "contains " + " and ".join(w for w, x in (("d/2", self.d / 2), ("2d", 2 * self.d))
                                               if self.contains(x)))
-        return f"d′ = {rng} (d = {self.d}; {verdict}) at {self.at}; {self.method}"
+        lam = ("" if self.lam_low is None else
+               f"; λ′ that would pass: 1 - λ′ = {self.lam_low:.3f} to {self.lam_high:.3f} times 1 - λ")
+        return f"d′ = {rng} (d = {self.d}; {verdict}) at {self.at}{lam}; {self.method}"
 
 
 # ---- the predictions -------------------------------------------------------------------------------
@@ -118,52 +126,54 @@ def within(value: float, half: float, prediction: float, tolerance: float) -> bo
 # ---- the criteria as predicates on d′ ---------------------------------------------------------------
 
 
-def _profile(dd: int, x: dict, t: dict) -> bool:
-    """max_length.profile: at every length 1..k-1, |fluid(d′) - fluid(d)| <= tolerance fluid(d) + half."""
-    k, L = x["k"], x["k"] + 2
-    ref, got = fluid_fraction(x["d"], x["one_minus_lam"], L), fluid_fraction(dd, x["one_minus_lam"], L)
+def _profile(dd: int, x: dict, t: dict, f: float = 1.0) -> bool:
+    """max_length.profile: at every length 1..k-1, |fluid(d′) - fluid(d)| <= tolerance fluid(d) + half
+    (``f``: JSQ(d′) at 1 - lam′ = f (1 - lam), for the λ′ range)."""
+    k, L, e = x["k"], x["k"] + 2, x["one_minus_lam"]
+    ref, got = fluid_fraction(x["d"], e, L), fluid_fraction(dd, f * e, L)
     return all(abs(got[i] - ref[i]) <= t["tolerance"] * ref[i] + h for i, h in zip(range(1, k), x["halves"]))
 
 
-def _most_at_k(dd: int, x: dict, t: dict) -> bool:
+def _most_at_k(dd: int, x: dict, t: dict, f: float = 1.0) -> bool:
     """max_length.most_at_k: at every point, the fraction at k of JSQ(d′) (refined mean field) has its
     lower CI end >= max(1/2, 1 - 2c) and is within model_error + half of JSQ(d)'s refined value."""
     for p in x["points"]:
         k, n, e = p["k"], p["n"], p["one_minus_lam"]
-        got, ref = at_level(refined_fraction(n, dd, e), k), at_level(refined_fraction(n, x["d"], e), k)
+        got, ref = at_level(refined_fraction(n, dd, f * e), k), at_level(refined_fraction(n, x["d"], e), k)
         h = p["half"]
         if not (got - h >= max(0.5, 1 - 2 * p["c"]) and within(got, h, ref, t["model_error"])):
             return False
     return True
 
 
-def _boundary(dd: int, x: dict, t: dict) -> bool:
+def _boundary(dd: int, x: dict, t: dict, f: float = 1.0) -> bool:
     """max_length.boundary: the fractions at k and k+1 of JSQ(d′) both have lower CI ends >= min_share
     and are within model_error + half of JSQ(d)'s refined values."""
     n, e, k = x["n"], x["one_minus_lam"], x["k"]
-    got, ref = refined_fraction(n, dd, e), refined_fraction(n, x["d"], e)
+    got, ref = refined_fraction(n, dd, f * e), refined_fraction(n, x["d"], e)
     return all(at_level(got, i) - h >= t["min_share"]
                and within(at_level(got, i), h, at_level(ref, i), t["model_error"])
                for i, h in zip((k, k + 1), x["halves"]))
 
 
-def _family_most_at_k(dd: int, x: dict, t: dict) -> bool:
+def _family_most_at_k(dd: int, x: dict, t: dict, f: float = 1.0) -> bool:
     """families.most_at_k at the largest n: the fraction at k of JSQ(d′) (refined mean field) has its
     lower CI end >= 1 - slack c and is within model_error + half of JSQ(d)'s refined value."""
     n, e, k, h = x["n"], x["one_minus_lam"], x["k"], x["half"]
-    got, ref = at_level(refined_fraction(n, dd, e), k), at_level(refined_fraction(n, x["d"], e), k)
+    got, ref = at_level(refined_fraction(n, dd, f * e), k), at_level(refined_fraction(n, x["d"], e), k)
     return got - h >= 1 - t["slack"] * x["c"] and within(got, h, ref, t["model_error"])
 
 
 @dataclass(frozen=True)
 class Criterion:
-    """A row criterion as a predicate on d′: ``passes(d′, inputs, thresholds)``; ``module`` holds the
+    """A row criterion as a predicate on d′: ``passes(d′, inputs, thresholds, f)`` (``f``: the candidate at
+    1 - lam′ = f (1 - lam), 1 for the d′ range); ``module`` holds the
     study's PARAMETERS, ``thresholds(claims)`` picks this criterion's from ``PARAMETERS[mode]["claims"]``;
     ``method`` says what the predicate computes."""
 
     module: str
     thresholds: Callable[[dict], dict]
-    passes: Callable[[int, dict, dict], bool]
+    passes: Callable[..., bool]
     method: str
 
 
@@ -201,6 +211,25 @@ def pass_range(passes: Callable[[int], bool], d: int, *, d_min: int = D_MIN,
     return edge(max(d_min, 1), -1), edge(d_max, +1)
 
 
+def lam_range(passes: Callable[[float], bool], *, low: float = 1 / LAM_FACTOR,
+              high: float = LAM_FACTOR, rtol: float = 1e-3) -> tuple[float, float] | None:
+    """The interval [f_low, f_high] of factors f = (1 - lam′)/(1 - lam) around 1 for which ``passes(f)``,
+    by bisection in log f to relative precision ``rtol`` within [low, high]; None if f = 1 fails."""
+    if not passes(1.0):
+        return None
+
+    def edge(far: float) -> float:
+        if passes(far):
+            return far
+        good, bad = 1.0, far
+        while abs(math.log(bad / good)) > rtol:
+            mid = math.sqrt(good * bad)
+            good, bad = (mid, bad) if passes(mid) else (good, mid)
+        return good
+
+    return edge(low), edge(high)
+
+
 def d_pass(criterion: str, claims: dict, inputs: dict, at: str) -> DPass:
     """The :class:`DPass` of a row judged by ``criterion`` (a key of :data:`CRITERIA`) with the
     thresholds of ``claims`` (the study's ``PARAMETERS[mode]["claims"]``) at ``inputs`` (plain
@@ -212,8 +241,9 @@ def d_pass(criterion: str, claims: dict, inputs: dict, at: str) -> DPass:
     if got is None:
         return DPass(inputs["d"], at=at, criterion=criterion, inputs=inputs,
                      why="JSQ(d) itself fails the criterion in the theory")
+    lam = lam_range(lambda f: c.passes(inputs["d"], inputs, t, f))
     return DPass(inputs["d"], at=at, method=c.method, low=got[0], high=got[1], criterion=criterion,
-                 inputs=inputs)
+                 inputs=inputs, lam_low=lam[0], lam_high=lam[1])
 
 
 def recompute(published: dict) -> tuple[int, int] | None:

@@ -128,3 +128,12 @@ def test_each_criterion_names_its_thresholds(key):
     c = power.CRITERIA[key]
     claims_p = importlib.import_module(c.module).PARAMETERS["full"]["claims"]
     assert isinstance(c.thresholds(claims_p), dict)
+
+
+def test_the_lam_range_is_found_to_its_precision():
+    import math
+
+    lo, hi = power.lam_range(lambda f: abs(math.log(f)) <= 0.1)
+    assert lo == pytest.approx(math.exp(-0.1), rel=2e-3) and hi == pytest.approx(math.exp(0.1), rel=2e-3)
+    assert power.lam_range(lambda f: f > 2) is None
+    assert power.lam_range(lambda f: True) == (1 / power.LAM_FACTOR, power.LAM_FACTOR)
