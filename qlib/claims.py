@@ -22,10 +22,12 @@ A row is one of three kinds (docs/models.md#claims-and-evidence):
   reached; no wrong model is required to fail, so it is reported, not counted as evidence.
 
 A claim row is *sound* when it passes, has at least one far counterfactual, every far
-counterfactual fails, and (for simulations) its runs cover at least :data:`MIN_TAUS` relaxation
-times. Near counterfactuals (``near=True``: d - 1, d x 0.9, the other sampling rule...) are
-plausible bugs the row may or may not resolve: what it does is its ``resolution``, rendered
-beside it, not a condition of soundness.
+counterfactual fails, (for simulations) its runs cover at least :data:`MIN_TAUS` relaxation
+times, and its ``power`` (:mod:`qlib.power`: the range of d′ for which JSQ(d′) at the same point
+would pass the criterion), where the theory gives it, excludes d/2 and 2d (issue 41: a row that
+JSQ(d/2) would pass is no evidence for d). Near counterfactuals (``near=True``: d - 1, d x 0.9,
+the other sampling rule...) are plausible bugs the row may or may not resolve: what it does is
+its ``resolution``, rendered beside it, not a condition of soundness.
 
 Verdicts (:data:`VERDICTS`): a criterion is decided against a threshold fixed in the study's
 ``PARAMETERS`` before the run (:func:`decide`): PASS when the whole 95% CI is on the claimed
@@ -46,6 +48,8 @@ from __future__ import annotations
 import importlib
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+
+from qlib.power import NOT_COMPUTED, DPass, not_computed
 
 #: table section -> study module; imported lazily so `import qlib` stays light.
 STUDIES: dict[str, str] = {
@@ -216,6 +220,9 @@ class ClaimRow:
     outcome: str | None = None
     #: how near a wrong model can come before this row stops telling it apart
     resolution: str = ""
+    #: the range of d′ for which JSQ(d′) at the row's point would pass its criterion (:mod:`qlib.power`),
+    #: or why it is not computed; None where the row has no d (identities, measurements, checks)
+    power: DPass | None = None
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
@@ -234,14 +241,15 @@ class ClaimRow:
 
     @property
     def sound(self) -> bool:
-        """Evidence a referee accepts: a passing claim whose every counterfactual fails (and there
-        is one), run for at least MIN_TAUS relaxation times. Identities and measurements are
-        sound when they pass."""
+        """Evidence a referee accepts: a passing claim whose every far counterfactual fails (and there
+        is one), run for at least MIN_TAUS relaxation times, whose d′ range (where computed) excludes
+        d/2 and 2d. Identities, measurements and checks are sound when they pass."""
         if self.kind != "claim":
             return self.verdict == "PASS"
         far = [c for c in self.counterfactuals if not c.near]
         return (self.verdict == "PASS" and len(far) > 0 and not any(c.passed for c in far)
-                and (self.taus is None or self.taus >= MIN_TAUS))
+                and (self.taus is None or self.taus >= MIN_TAUS)
+                and (self.power is None or self.power.excludes_far))
 
 
 def collect(mode: str = "full", only: Iterable[str] | None = None,
@@ -272,6 +280,10 @@ def _with_source(row: ClaimRow, title: str) -> ClaimRow:
     if (row.kind == "claim" and not row.resolution and title.startswith("supermarket")
             and not any(c.near for c in row.counterfactuals)):
         fix["resolution"] = NO_NEAR
+    if row.kind == "claim" and row.power is None:  # say why no d′ range is computed
+        why = ("a finding: not judged, so no d′ range" if row.verdict == "finding"
+               else NOT_COMPUTED.get(title, "the criterion is not a function of the stationary law"))
+        fix["power"] = not_computed(None, why)
     if not fix:
         return row
     return ClaimRow(**{**{f: getattr(row, f) for f in row.__dataclass_fields__}, **fix})

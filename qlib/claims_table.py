@@ -25,10 +25,25 @@ def summary(rows: list[ClaimRow]) -> str:
         txt = f"{names.get(kind, kind)}: " + ", ".join(f"{c[kind][v]} {v if v != 'finding' else 'findings'}"
                                              for v in VERDICTS if c[kind][v] or v in ("PASS", "FAIL"))
         if kind == "claim":
-            txt += (f" ({sum(r.sound for r in rows if r.kind == 'claim')} of the PASS sound: every far wrong "
-                    "model fails)")
+            passing = [r for r in rows if r.kind == "claim" and r.verdict == "PASS"]
+            computed = sum(r.power is not None and r.power.computed for r in passing)
+            txt += (f" ({sum(r.sound for r in passing)} of the {len(passing)} PASS sound: every far wrong "
+                    f"model fails, and the d′ range, computed for {computed} of them, excludes d/2 and 2d)")
         parts.append(txt)
     return "; ".join(parts) + "."
+
+
+def d_pass_range(r: ClaimRow) -> list[int] | None:
+    """[low, high]: the d′ for which JSQ(d′) at the row's point would pass its criterion (qlib.power);
+    None where it is not computed (``power.why`` says why)."""
+    return [r.power.low, r.power.high] if r.power is not None and r.power.computed else None
+
+
+def lam_pass_range(r: ClaimRow) -> list[float] | None:
+    """[f_low, f_high]: JSQ(d) at 1 - lam′ = f (1 - lam) would pass the row's criterion for f in this range
+    (qlib.power); None where it is not computed."""
+    p = r.power
+    return [p.lam_low, p.lam_high] if p is not None and p.lam_low is not None else None
 
 
 def _cf_text(r: ClaimRow) -> str:
@@ -220,6 +235,8 @@ def _block(i: int, r: ClaimRow) -> list[str]:
     out += [f"- **{k}:** {_md(v)}" for k, v in items if v not in (None, "")]
     if r.reference:
         out.append(f"- **reference:** {_md(r.reference)}")
+    if r.kind == "claim" and r.power is not None:
+        out.append(f"- **d′ that would pass (power):** {_md(r.power.text())}")
     if r.counterfactuals or r.resolution:
         far = [c for c in r.counterfactuals if not c.near]
         near = [c for c in r.counterfactuals if c.near]
@@ -336,7 +353,8 @@ def to_json(rows: list[ClaimRow]) -> str:
     """Every field of every row as JSON: a list of rows, each with its pre-set ``threshold``, its
     ``verdict`` (one of :data:`VERDICTS`) and ``sound`` (:func:`counts` gives the summary).
     Derived numbers as :func:`published` writes them, so the file is the same on every CPU."""
-    rows_out = [asdict(r) | {"verdict": r.verdict, "sound": r.sound} for r in rows]
+    rows_out = [asdict(r) | {"verdict": r.verdict, "sound": r.sound, "d_pass_range": d_pass_range(r),
+                             "lam_pass_range": lam_pass_range(r)} for r in rows]
     return json.dumps(published(rows_out), indent=1, default=str)
 
 
@@ -401,8 +419,9 @@ def to_dataframe(rows: list[ClaimRow], compact: bool = False):
         return pd.DataFrame(data, columns=cols, index=pd.RangeIndex(1, len(rows) + 1, name="number"))
     out = []
     for i, r in enumerate(rows, 1):
-        d = {f: getattr(r, f) for f in r.__dataclass_fields__ if f != "counterfactuals"}
-        d.update(number=i, verdict=r.verdict, sound=r.sound, wrong_models=len(r.counterfactuals),
+        d = {f: getattr(r, f) for f in r.__dataclass_fields__ if f not in ("counterfactuals", "power")}
+        d.update(number=i, verdict=r.verdict, sound=r.sound, d_pass_range=d_pass_range(r),
+                 power=r.power.text() if r.power is not None else None, wrong_models=len(r.counterfactuals),
                  wrong_models_failing=sum(not c.passed for c in r.counterfactuals),
                  wrong_models_text=_cf_text(r))
         out.append(d)

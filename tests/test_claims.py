@@ -60,7 +60,7 @@ def test_measurements_have_their_own_section_and_are_not_counted_as_claims():
             claims.ClaimRow("a tail", "p", "t", "m", False, kind="measurement")]
     md = claims.to_markdown(rows)
     assert md.index("### 1 · PASS: a claim") < md.index("**Measurements**") < md.index("### 2 · FAIL: a tail")
-    assert "claims: 1 PASS, 0 FAIL (1 of the PASS sound" in md and "measurements: 0 PASS, 1 FAIL" in md
+    assert "claims: 1 PASS, 0 FAIL (1 of the 1 PASS sound" in md and "measurements: 0 PASS, 1 FAIL" in md
     assert claims.ClaimRow("t", "p", "t", "m", True, kind="measurement").sound
 
 

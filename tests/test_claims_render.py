@@ -8,6 +8,7 @@ import pytest
 
 from qlib import claims
 from qlib.config import ROOT
+from qlib.power import DPass
 
 #: the content width of a 1000 px pane (GitHub's markdown body pads it by 32 px a side)
 PANE_PX = 936
@@ -61,6 +62,8 @@ def _rows_from_json(path) -> list[claims.ClaimRow]:
     for d in json.loads(path.read_text()):
         d = {k: v for k, v in d.items() if k in claims.ClaimRow.__dataclass_fields__}
         d["counterfactuals"] = tuple(claims.Counterfactual(**c) for c in d["counterfactuals"])
+        if d.get("power") is not None:
+            d["power"] = DPass(**d["power"])
         out.append(claims.ClaimRow(**d))
     return out
 

@@ -138,11 +138,12 @@ def test_study_shape_and_rows(smoke):
                                                                        eq.PARAMETERS["smoke"]["max"]["wrong_d"]))
     rows = eq.claim_rows(smoke)
     claims = [r for r in rows if r.kind == "claim"]
-    assert len(claims) >= 7 and all(r.counterfactuals for r in claims)
+    assert len(claims) >= 6 and all(r.counterfactuals for r in claims)
     assert all(r.taus is None or r.taus >= 10 for r in rows)
-    assert [r.kind for r in rows].count("identity") == 1 and [r.kind for r in rows].count("measurement") == 1
+    # the identities: the asymptotic formula's error (algebra of the fluid, issue 41) and E[u_1] = lam n
+    assert [r.kind for r in rows].count("identity") == 2 and [r.kind for r in rows].count("measurement") == 1
     # smoke runs are tiny, but the identity E[u_1] = lam n holds at any size
-    assert [r for r in rows if r.kind == "identity"][0].passed
+    assert [r for r in rows if r.kind == "identity" and "idle" in r.claim][0].passed
     # every run started from empty and burnt in for 20 tau
     assert np.all(smoke.max.burn_taus >= 19.9)
     assert np.all(smoke.sweep.taus >= eq.PARAMETERS["smoke"]["batch_taus"] - 0.1)

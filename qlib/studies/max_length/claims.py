@@ -11,6 +11,7 @@ import numpy as np
 
 from qlib import stats
 from qlib.claims import ClaimRow, ClaimSpec, Counterfactual, decide, se_distance
+from qlib.power import at_level, d_pass, refined_fraction, within
 from qlib.studies.max_length.compute import Estimates, MaxLengthResult, _exact_lengths
 from qlib.studies.wrong_models import WRONG_MODELS, resolution
 from qlib.supermarket.theory import fluid_fixed_point
@@ -117,6 +118,9 @@ def _profile_rows(result: MaxLengthResult, spec: ClaimSpec) -> list[ClaimRow]:
         okw, textw, worst = _profile_verdict(e, 0, d, lam, k, tol)
         cfs.append(Counterfactual(_near_label(wm, e, 0) + f", judged against the fluid values of d = {d}",
                                   f"{textw} [{'PASS' if okw else 'FAIL'}]", okw, worst, near=True))
+    halves = [float(pr.p_high[0, i] - pr.p_low[0, i]) / 2 for i in range(1, k)]
+    power = d_pass("max_length.profile", P["claims"], dict(d=d, one_minus_lam=1 - lam, k=k, halves=halves),
+                   at=f"n={int(pr.n[0])}, 1-lam={1 - lam:.3g}")
     rows.append(ClaimRow(
         claim=spec.claim.format(k=k),
         parameters=f"{_pt(pr, 0)}; (1-lam) d^(k-1) = {(1 - lam) * d ** (k - 1):.2g} (outside the regime "
@@ -125,54 +129,68 @@ def _profile_rows(result: MaxLengthResult, spec: ClaimSpec) -> list[ClaimRow]:
         theory="fluid fixed point s_i - s_(i+1), s_i = lam^((d^i - 1)/(d - 1))", measured=text, passed=ok,
         criterion=spec.criterion_text(P),
         taus=float(pr.taus[0]), start=_start(P), reference=spec.reference,
-        counterfactuals=tuple(cfs), resolution=resolution(cfs)))
+        counterfactuals=tuple(cfs), resolution=resolution(cfs), power=power))
 
     return rows
 
 
 def _most_at_k_rows(result: MaxLengthResult, spec: ClaimSpec) -> list[ClaimRow]:
-    """Row 5: most queues at k, along the sweep."""
+    """Row 5: most queues at k, along the sweep: the paper's bound and the refined mean field's value."""
     rows: list[ClaimRow] = []
     sw = result.sweep
     eps_ = 1 - sw.lam
     c = eps_ * sw.d ** (sw.k - 1)
     P = result.parameters
-    min_idle = spec.values(P)["min_idle"]
+    t = spec.values(P)
+    min_idle, tol = t["min_idle"], t["model_error"]
     ok_pts = [j for j in range(sw.n.size) if eps_[j] * sw.n[j] >= min_idle]  # enough idle queues on average
+    d0 = int(sw.d[0])
+    # the prediction: the refined mean field (order 1/n) of JSQ(d) at the point, for every model
+    pred = {j: at_level(refined_fraction(int(sw.n[j]), d0, float(eps_[j])), int(sw.k[j])) for j in ok_pts}
+
     def at_k(e):
-        """Per point: (passes, fraction at k, lower CI end, bound), the same criterion for every model."""
+        """Per point: (passes, fraction at k, lower CI end, bound, CI half-width), the same criterion for
+        every model: lower CI end >= the bound, and within model_error + half-width of the prediction."""
         out = []
         for j in ok_pts:
             kk, bound = int(sw.k[j]), max(0.5, 1 - 2 * c[j])
-            out.append((bool(e.p_low[j, kk] >= bound), float(e.p[j, kk]), float(e.p_low[j, kk]), bound))
+            v, lo, hi = float(e.p[j, kk]), float(e.p_low[j, kk]), float(e.p_high[j, kk])
+            half = (hi - lo) / 2
+            out.append((bool(lo >= bound and within(v, half, pred[j], tol)), v, lo, bound, half))
         return out
 
     model = at_k(sw)
     ok = bool(ok_pts) and all(r[0] for r in model)
-    parts = [f"c={c[j]:.2g}: {v:.3f} (CI from {low:.3f}) >= {bound:.2f}"
-             for j, (_, v, low, bound) in zip(ok_pts, model)]
+    parts = [f"c={c[j]:.2g}: {v:.3f} ± {half:.3f} (CI from {low:.3f}) >= {bound:.2f}; refined mean field "
+             f"{pred[j]:.3f} ({v - pred[j]:+.3f})" for j, (_, v, low, bound, half) in zip(ok_pts, model)]
     wrong = at_k(result.sweep_jsq2)
     okw, textw = all(r[0] for r in wrong), "; ".join(f"{r[1]:.3f}" for r in wrong)
     cfs = [Counterfactual("JSQ(2) in place of JSQ(d), same steps", f"fraction at k: {textw}", okw)]
     for wm, e in _near_runs(spec, result.sweep_near):
         got = at_k(e)
         okn = all(r[0] for r in got)  # as for JSQ(2): no point judged is no rejection
-        # SE distance of the nearest point to its bound (the CI's lower end is value - 1.96 SE)
-        se = min(((v - b) / ((v - lo) / 1.96) for _, v, lo, b in got if v > lo), default=None)
+        # SE distance of the nearest point to its prediction band (SE = half-width / 1.96)
+        se = min(((abs(v - pred[j]) - tol) / (h / 1.96) for j, (_, v, _, _, h) in zip(ok_pts, got) if h > 0),
+                 default=None)
         cfs.append(Counterfactual(_near_label(wm, e, None), "fraction at k: " + "; ".join(
-            f"{v:.3f} (CI from {lo:.3f})" for _, v, lo, _ in got) + f" [{'PASS' if okn else 'FAIL'}]", okn,
-            near=True, se_distance=se))
+            f"{v:.3f} ± {h:.3f} vs {pred[j]:.3f}" for j, (_, v, _, _, h) in zip(ok_pts, got))
+            + f" [{'PASS' if okn else 'FAIL'}]", okn, near=True, se_distance=se))
+    at = ", ".join(f"n={int(sw.n[j])}, 1-lam={float(eps_[j]):.3g}" for j in ok_pts)
+    power = d_pass("max_length.most_at_k", P["claims"], dict(d=d0, points=[
+        dict(n=int(sw.n[j]), one_minus_lam=float(eps_[j]), k=int(sw.k[j]), c=float(c[j]), half=r[4])
+        for j, r in zip(ok_pts, model)]), at=at) if ok_pts else None
     rows.append(ClaimRow(
         claim=spec.claim,
         parameters=f"n = {', '.join(str(int(x)) for x in sw.n)} ((1-lam) n = "
-                   f"{', '.join(f'{x:.0f}' for x in eps_ * sw.n)}), d={int(sw.d[0])}, k=2, c = (1-lam) "
+                   f"{', '.join(f'{x:.0f}' for x in eps_ * sw.n)}), d={d0}, k=2, c = (1-lam) "
                    f"d^(k-1) in {', '.join(f'{c[j]:.2g}' for j in ok_pts)} (points with (1-lam) n >= "
                    f"{min_idle:g}); {int(sw.replicas[0])} replicas",
-        theory="fraction at k >= max(1/2, 1 - 2c) (Brightwell, Fairthorne & Luczak: w.h.p. as n -> oo)",
+        theory="fraction at k >= max(1/2, 1 - 2c) (Brightwell, Fairthorne & Luczak: w.h.p. as n -> oo); its "
+               "value: the refined mean field (order 1/n) of JSQ(d) at the point",
         measured="; ".join(parts), passed=ok,
-        criterion=spec.criterion_text(P),
+        criterion=spec.criterion_text(P), threshold=spec.threshold_text(P),
         taus=float(sw.taus[ok_pts].min()) if ok_pts else None, start=_start(P), reference=spec.reference,
-        counterfactuals=tuple(cfs), resolution=resolution(cfs)))
+        counterfactuals=tuple(cfs), resolution=resolution(cfs), power=power))
 
     return rows
 
@@ -229,7 +247,7 @@ def _asymptotic_rows(result: MaxLengthResult, spec: ClaimSpec) -> list[ClaimRow]
                     + ", ".join(f"{c[j]:.2g}" for j in range(sw.n.size) if sim_err[j] > errs[2][j].max())
                     + " (the finite-n shift: much larger n would be needed there)"
                     if any(sim_err[j] > errs[2][j].max() for j in range(sw.n.size)) else ""),
-        passed=sharpens(errs),
+        passed=sharpens(errs), kind="identity",
         criterion=spec.criterion_text(P),
         taus=None, start=None, reference=spec.reference,
         counterfactuals=(Counterfactual(
@@ -240,33 +258,45 @@ def _asymptotic_rows(result: MaxLengthResult, spec: ClaimSpec) -> list[ClaimRow]
 
 
 def _boundary_rows(result: MaxLengthResult, spec: ClaimSpec) -> list[ClaimRow]:
-    """Row 7: on a boundary two levels share the mass."""
+    """Row 7: on a boundary two levels share the mass, in the proportions of the mean field."""
     rows: list[ClaimRow] = []
-    # the boundary: two levels share the mass
     bd = result.boundary
     P = result.parameters
-    m = spec.values(P)["min_share"]
+    t = spec.values(P)
+    m, tol = t["min_share"], t["model_error"]
+    n0, d0, e0, k0 = int(bd.n[0]), int(bd.d[0]), 1 - float(bd.lam[0]), int(bd.k[0])
+    # the prediction: the refined mean field (order 1/n) of JSQ(d) on the boundary, for the control too
+    pred = refined_fraction(n0, d0, e0)
 
     def shares(e, j):
-        kk = int(e.k[j])
-        a, b = float(e.p_low[j, kk]), float(e.p_low[j, kk + 1])
-        return a >= m and b >= m, (f"at k: {e.p[j, kk]:.3f}, at k+1: {e.p[j, kk + 1]:.3f} "
-                                   f"(CI from {a:.3f}, {b:.3f})")
+        """Both fractions (at k and k+1 of the boundary point) have lower CI ends >= min_share and are
+        within model_error + half-width of the prediction; the text; the half-widths."""
+        ok, parts, halves = True, [], []
+        for i in (k0, k0 + 1):
+            v, lo, hi = float(e.p[j, i]), float(e.p_low[j, i]), float(e.p_high[j, i])
+            half = (hi - lo) / 2
+            ok &= bool(lo >= m and within(v, half, at_level(pred, i), tol))
+            parts.append(f"at {'k' if i == k0 else 'k+1'}: {v:.3f} ± {half:.3f} (CI from {lo:.3f}) vs "
+                         f"{at_level(pred, i):.3f}")
+            halves.append(half)
+        return ok, "; ".join(parts), halves
 
-    ok, text = shares(bd, 0)
-    okc, textc = shares(bd, 1)
+    ok, text, halves = shares(bd, 0)
+    okc, textc, _ = shares(bd, 1)
     xb = [math.log(1 / (1 - float(bd.lam[j]))) / math.log(float(bd.d[j])) for j in range(2)]
+    fl = _exact_lengths(fluid_fixed_point(d0, float(bd.lam[0]), 4))
+    power = d_pass("max_length.boundary", P["claims"],
+                   dict(d=d0, n=n0, one_minus_lam=e0, k=k0, halves=halves), at=f"n={n0}, 1-lam={e0:.3g}")
     rows.append(ClaimRow(
         claim=spec.claim,
         parameters=f"{_pt(bd, 0)} (log(1/(1-lam))/log d = {xb[0]:.2f}); {int(bd.replicas[0])} replicas",
-        theory=("fluid: "
-                + f"{_exact_lengths(fluid_fixed_point(int(bd.d[0]), float(bd.lam[0]), 4))[2]:.3f} at k, "
-                  f"{_exact_lengths(fluid_fixed_point(int(bd.d[0]), float(bd.lam[0]), 4))[3]:.3f} at k+1"),
-        measured=text, passed=ok, criterion=spec.criterion_text(P),
+        theory=(f"fluid: {fl[2]:.3f} at k, {fl[3]:.3f} at k+1; refined mean field (order 1/n): "
+                f"{at_level(pred, k0):.3f} at k, {at_level(pred, k0 + 1):.3f} at k+1"),
+        measured=text, passed=ok, criterion=spec.criterion_text(P), threshold=spec.threshold_text(P),
         taus=float(bd.taus[0]), start=_start(P), reference=spec.reference,
         counterfactuals=(Counterfactual(f"the same d off the boundary (1-lam = {1 - float(bd.lam[1]):.3g}, "
-                                        f"log(1/(1-lam))/log d = {xb[1]:.2f}): a control, not a model", textc,
-                                        okc),)))
+                                        f"log(1/(1-lam))/log d = {xb[1]:.2f}), judged against the boundary's "
+                                        "prediction: a control, not a model", textc, okc),), power=power))
 
     return rows
 
@@ -373,14 +403,20 @@ CLAIMS: dict[str, ClaimSpec] = {
         wrong_models=("d*0.75", "d*1.25", "d*0.9", "d*1.1", "other_sampling"), rows=_profile_rows,
         reference=REF_PROFILE),
     "most_at_k": ClaimSpec(
-        "most_at_k", "most queues have length exactly k: a fraction >= 1 - 2(1-lam) d^(k-1)",
-        "lower end of the 95% CI of the fraction at k >= max(1/2, 1 - 2c) at every point",
-        thresholds=(("most_at_k", "min_idle"),),
+        "most_at_k", "most queues have length exactly k: a fraction >= 1 - 2(1-lam) d^(k-1), at the value "
+        "the mean field predicts",
+        "at every point with (1-lam) n >= {min_idle:g}: the lower end of the 95% CI of the fraction at k >= "
+        "max(1/2, 1 - 2c), and |fraction at k - refined mean field of JSQ(d)| <= {model_error:g} + its 95% "
+        "CI half-width (PASS: both at every point; else FAIL)",
+        thresholds=(("most_at_k", "min_idle"), ("most_at_k", "model_error")),
+        threshold="lower 95% end >= max(1/2, 1 - 2c); within {model_error:g} (model error) + CI half-width "
+                  "of the refined mean field",
         wrong_models=("jsq2", "d-1", "d*0.9", "eta=0.01"), rows=_most_at_k_rows, reference=REF_PROFILE),
     "asymptotic": ClaimSpec(
         "asymptotic",
-        "the asymptotic formula (1-lam) d^i for lengths i < k gets sharp as c = (1-lam) d^(k-1) -> 0 "
-        "(n -> oo)",
+        "identity (algebra of the fluid fixed point, issue 41: at k = 2 the relative error is about c/2, "
+        "below 2c for every c): the asymptotic formula (1-lam) d^i for lengths i < k gets sharp as c = "
+        "(1-lam) d^(k-1) -> 0 (n -> oo)",
         "against the fluid fixed point: the error at every length below k falls at every step of both sweeps "
         "and is <= {error_factor:g}c",
         thresholds=(("asymptotic", "error_factor"),), wrong_models=("d*1.25",), rows=_asymptotic_rows,
@@ -388,8 +424,12 @@ CLAIMS: dict[str, ClaimSpec] = {
     "boundary": ClaimSpec(
         "boundary",
         "on a boundary (1-lam) d^k = 1 the mass is shared by lengths k and k+1 (the asymptotics are not "
-        "sharp)", "lower ends of the 95% CIs of the fractions at k and at k+1 both >= {min_share:g}",
-        thresholds=(("boundary", "min_share"),), controls=("off_boundary",), rows=_boundary_rows,
+        "sharp), in the proportions the mean field predicts",
+        "the lower ends of the 95% CIs of the fractions at k and at k+1 both >= {min_share:g}, and each "
+        "within {model_error:g} + its 95% CI half-width of the refined mean field of JSQ(d) at the point",
+        thresholds=(("boundary", "min_share"), ("boundary", "model_error")),
+        threshold="both lower 95% ends >= {min_share:g}; each within {model_error:g} (model error) + CI "
+                  "half-width of the refined mean field", controls=("off_boundary",), rows=_boundary_rows,
         reference="docs/models.md#boundary-case"),
     "finite_n": ClaimSpec(
         "finite_n",
