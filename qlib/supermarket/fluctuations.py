@@ -10,7 +10,7 @@ old design of 10 n d^(k-1) steps), and its output is capped near a tenth of the 
 measures both on an AR(1) series of known tau).
 
 The estimates are replica means with Student-t intervals: SD(N) of each replica's series about
-its own mean, and tau_int(N) by :func:`qlib.stats.integrated_autocorrelation_time` per replica
+the mean of all replicas, and tau_int(N) by :func:`qlib.stats.integrated_autocorrelation_time` per replica
 (tau = 1 + 2 sum rho in samples, times the frame spacing: jump steps, the convention of
 :class:`~qlib.supermarket.linear_noise.LinearNoise`). The series are returned so that the
 numbers can be recomputed.
@@ -55,18 +55,32 @@ def design_cost(theory: LinearNoise, *, replicas: int, tau_per_replica: float,
     return replicas * (tau_per_replica * theory.tau_int_steps + burn_tau * theory.tau_fluid_steps)
 
 
-def estimate_from_series(N, every: int) -> tuple[Estimate, Estimate]:
-    """(SD(N), tau_int(N) in steps) as replica means from ``N`` (replicas, frames), frames
-    ``every`` steps apart: each replica's SD about its own mean, and Sokal's tau_int (window 5)."""
+def estimate_from_series(N, every: int, *, window: float = 5.0) -> tuple[Estimate, Estimate]:
+    """(SD(N), tau_int(N) in steps) as replica means from ``N`` (replicas, frames), frames ``every``
+    steps apart.
+
+    SD(N): each replica's root mean square deviation about the mean of *all* replicas (they share
+    one stationary mean; a replica's own mean would bias the variance down by about tau_int / T,
+    2.5% at 25 tau_int per replica). tau_int: Sokal's windowed 1 + 2 sum rho per replica about its
+    own mean (:func:`qlib.stats.integrated_autocorrelation_time` with ``window``), times ``every``.
+
+    Args:
+        N: (replicas, frames), replicas >= 2, frames >= 8.
+        every: frame spacing in jump steps.
+        window: Sokal's c (the sum runs to the first lag M >= c tau(M)).
+
+    Returns:
+        (SD(N), tau_int(N)) as :class:`qlib.stats.Estimate` over replicas.
+    """
     N = np.asarray(N, dtype=float)
-    sd = N.std(axis=1, ddof=1)
-    tau = integrated_autocorrelation_time(N) * float(every)
+    sd = np.sqrt(((N - N.mean()) ** 2).mean(axis=1))
+    tau = integrated_autocorrelation_time(N, window=window) * float(every)
     return replica_mean(sd), replica_mean(tau)
 
 
 def measure_fluctuations(n: int, d: int, lam: float, *, replicas: int, tau_per_replica: float,
                          seed: int, frames_per_tau: int = 50, burn_tau: float = 20.0,
-                         with_replacement: bool = True) -> MeasuredFluctuations:
+                         window: float = 5.0, with_replacement: bool = True) -> MeasuredFluctuations:
     """Stationary SD(N) and tau_int(N) at (n, d, lam), on a design in units of the predicted tau_int.
 
     Args:
@@ -76,6 +90,7 @@ def measure_fluctuations(n: int, d: int, lam: float, *, replicas: int, tau_per_r
         seed: the simulation's seed.
         frames_per_tau: frames per predicted tau_int, >= 4.
         burn_tau: burn-in from the fluid point, in fluid relaxation times, >= 0.
+        window: Sokal's c for tau_int (:func:`estimate_from_series`).
         with_replacement: the sampling rule.
 
     Returns:
@@ -95,7 +110,7 @@ def measure_fluctuations(n: int, d: int, lam: float, *, replicas: int, tau_per_r
     r = simulate(th.point, steps=every * frames, burn_in=burn, replicas=replicas, seed=seed,
                  initial="fluid", record_every=every, progress=False)
     N = r.trajectory[:, :, 1:].astype(float).sum(axis=2)
-    sd, tau = estimate_from_series(N, every)
+    sd, tau = estimate_from_series(N, every, window=window)
     return MeasuredFluctuations(theory=th, every=every, burn_in=burn, steps=every * frames, N=N,
                                 sd_N=sd, tau_int_steps=tau, replica_steps=replicas * (every * frames + burn))
 
