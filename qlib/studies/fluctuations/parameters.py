@@ -55,10 +55,11 @@ _FAMILIES = {
 #: wrong models whose prediction each row is also compared with (its resolution).
 PARAMETERS: dict[str, dict[str, Any]] = {
     "smoke": {
-        "families": {"A": dict(alpha=0.5, beta=0.4, ns=[300]), "K3": dict(alpha=0.8, beta=0.35, ns=[300])},
+        # family A at n = 1e3 is the cheapest point inside H0-H3 (the rows then have one point to judge)
+        "families": {"A": dict(alpha=0.5, beta=0.4, ns=[1_000]), "K3": dict(alpha=0.8, beta=0.35, ns=[300])},
         "sweep": dict(n=2000, one_minus_lam=0.01, ds=[12]),
         "sd": dict(replicas=4, tau_per_replica=10.0),
-        "tau": dict(replicas=4, tau_per_replica=20.0, window=3.0, n_max=300),
+        "tau": dict(replicas=4, tau_per_replica=20.0, window=3.0, n_max=1_000),
         "frames_per_tau": 20,
         "burn_tau": 20.0,
         "old_design": dict(length=10.0, frames=1000, window=5.0),
