@@ -55,7 +55,7 @@ def test_d1_is_mm1_exactly(lam):
     assert ln.tau_int / 2 == pytest.approx((1 + lam) / (1 - lam) ** 2, rel=1e-9)
     # A is tridiagonal Toeplitz on L levels: slowest rate 1 + lam - 2 sqrt(lam) cos(pi/(L+1)), which
     # tends to the M/M/1 gap (1 - sqrt(lam))^2 as L grows
-    L = ln.refined.levels
+    L = ln.jacobian.shape[0]
     slowest = 1 + lam - 2 * math.sqrt(lam) * math.cos(math.pi / (L + 1))
     assert ln.tau_fluid == pytest.approx(1 / slowest, rel=1e-6)
 
@@ -73,6 +73,14 @@ def test_tau_int_two_ways(d, lam):
     m = np.array([0.0, ln.tau_int_steps, 3 * ln.tau_int_steps])
     np.testing.assert_allclose(ln.autocorrelation_steps(m), ln.autocorrelation(m / ln.steps_per_time))
     assert np.all(np.diff(ln.autocorrelation(np.linspace(0, 5 * ln.tau_fluid, 20))) < 0)
+
+
+def test_order1_is_the_leading_term():
+    a, b = sm.linear_noise(300, 4, 0.97), sm.linear_noise(300, 4, 0.97, order=1)
+    assert b.var_N == b.var_N_lna == pytest.approx(a.var_N_lna, rel=1e-12)
+    assert b.tau_int == pytest.approx(a.tau_int, rel=1e-12) and math.isnan(b.order2_ratio)
+    with pytest.raises(ValueError, match="order"):
+        sm.linear_noise(300, 4, 0.97, order=3)
 
 
 def test_without_replacement_shares_w():
@@ -121,3 +129,18 @@ def test_against_simulation(n, d, lam, seed):
     wrong = sm.linear_noise(n, d // 2, lam)
     assert not lo <= wrong.sd_N <= hi
     assert not tlo <= wrong.tau_int_steps <= thi
+
+
+@pytest.mark.parametrize("n,d,lam", [(300, 4, 0.97), (10_000, 39, 0.99), (200_000, 245, 1 - 7e-4)])
+def test_slider_view_is_the_api_and_fast(n, d, lam):
+    """qlib.slider_theory.fluctuation_view (NumPy, no compile) gives linear_noise's numbers, in < 250 ms."""
+    import time
+
+    from qlib.slider_theory import fluctuation_view
+
+    ln = sm.linear_noise(n, d, lam)
+    t = time.perf_counter()
+    v = fluctuation_view(n, d, lam)
+    assert time.perf_counter() - t < 0.25
+    for f in ("var_N_lna", "var_N", "tau_int_steps", "tau_fluid_steps"):
+        assert getattr(v, f) == pytest.approx(getattr(ln, f), rel=1e-8), f

@@ -42,6 +42,7 @@ from typing import Any
 import numpy as np
 from scipy.linalg import expm
 
+from qlib import _validate as V
 from qlib.supermarket.point import Point
 from qlib.supermarket.refined import RefinedMeanField, refined_mean_field
 
@@ -53,7 +54,10 @@ class LinearNoise:
     Fields:
 
     - ``point``: the validated :class:`~qlib.supermarket.point.Point`;
-    - ``refined``: the :class:`~qlib.supermarket.refined.RefinedMeanField` (order 2) it reads;
+    - ``jacobian`` A (L, L), the fluid Jacobian at the fixed point, and ``covariance`` W (L, L), the
+      Lyapunov solution n Cov(u/n) -> W (levels 1..L);
+    - ``refined``: the :class:`~qlib.supermarket.refined.RefinedMeanField` it was read from (order 2,
+      or 1 when asked; None when built by :func:`from_matrices` alone);
     - ``steps_per_time``: n (1 + lam), jump steps per unit of model time;
     - ``tau_fluid``: 1/min|Re eig A|, the fluid relaxation time (model time);
       ``tau_fluid_steps`` the same in jump steps;
@@ -71,7 +75,8 @@ class LinearNoise:
     """
 
     point: Point
-    refined: RefinedMeanField
+    jacobian: np.ndarray
+    covariance: np.ndarray
     steps_per_time: float
     tau_fluid: float
     tau_fluid_steps: float
@@ -82,6 +87,7 @@ class LinearNoise:
     tau_int: float
     tau_int_steps: float
     order2_ratio: float
+    refined: RefinedMeanField | None = None
 
     @property
     def n(self) -> int:
@@ -96,16 +102,6 @@ class LinearNoise:
     def sd_N(self) -> float:
         """SD(N) with the 1/n term of the covariance (nan if that makes the variance negative)."""
         return math.sqrt(self.var_N) if self.var_N > 0 else math.nan
-
-    @property
-    def jacobian(self) -> np.ndarray:
-        """A (L, L), the fluid Jacobian at the fixed point (levels 1..L)."""
-        return self.refined.jacobian
-
-    @property
-    def covariance(self) -> np.ndarray:
-        """W (L, L), the Lyapunov solution: n Cov(u/n) -> W (levels 1..L)."""
-        return self.refined.covariance[1:, 1:]
 
     def autocovariance(self, t: Any) -> np.ndarray:
         """Cov(N(0), N(t)) = n 1^T e^(A t) W 1 in the linear-noise approximation.
@@ -146,7 +142,7 @@ def _lags(name: str, t: Any) -> np.ndarray:
     return a
 
 
-def linear_noise(n: int, d: int, lam: float, *, with_replacement: bool = True) -> LinearNoise:
+def linear_noise(n: int, d: int, lam: float, *, with_replacement: bool = True, order: int = 2) -> LinearNoise:
     """The linear-noise view of the count chain at (n, d, lam): SD(N), SD(u_i), the autocorrelation
     of N and its integrated time, and the fluid relaxation time, in model time and in jump steps.
 
@@ -159,6 +155,9 @@ def linear_noise(n: int, d: int, lam: float, *, with_replacement: bool = True) -
         lam: arrival rate per queue, in (0, 1).
         with_replacement: sample the d queues with replacement (default) or without (then the
             1/n terms carry the without-replacement drift; the leading W is the same).
+        order: 2 (default) adds the 1/n term of the covariance (``var_N``, ``sd_u``); 1 skips it
+            (then ``var_N`` = ``var_N_lna`` and ``order2_ratio`` is nan): order 2 compiles once per d
+            (about 1.5 s), order 1 once per number of levels (then about 1 ms), what an explorer needs.
 
     Returns:
         A :class:`LinearNoise`.
@@ -169,28 +168,49 @@ def linear_noise(n: int, d: int, lam: float, *, with_replacement: bool = True) -
     if n is None:
         raise ValueError("n must be an integer >= 1; got None")
     p = Point(n, d, lam, replacement=with_replacement)
-    r = refined_mean_field(p.d, p.lam, replacement=p.replacement, order=2)
-    A, W = r.jacobian, r.covariance[1:, 1:]
-    B = r.covariance2[1:, 1:]
+    order = V.integer("order", order, low=1, high=2)
+    r = refined_mean_field(p.d, p.lam, replacement=p.replacement, order=order)
+    W = r.covariance[1:, 1:]
+    B = r.covariance2[1:, 1:] if order == 2 else None
+    return from_matrices(p, r.jacobian, W, B, refined=r)
+
+
+def from_matrices(point: Point, A: np.ndarray, W: np.ndarray, covariance2: np.ndarray | None = None, *,
+                  refined: RefinedMeanField | None = None) -> LinearNoise:
+    """The :class:`LinearNoise` of a point from its matrices (levels 1..L): the fluid Jacobian ``A``,
+    the Lyapunov covariance ``W`` and, if given, the 1/n term ``covariance2`` of n Cov(u/n) (None:
+    order 1). :func:`linear_noise` reads them off the refined mean field; the notebooks' sliders
+    (:func:`qlib.slider_theory.fluctuation_view`) from closed-form derivatives in NumPy.
+
+    Args:
+        point: a :class:`~qlib.supermarket.point.Point` with n.
+        A: (L, L), Hurwitz.
+        W: (L, L), symmetric.
+        covariance2: (L, L) or None.
+        refined: the refined mean field they came from, kept on the result.
+
+    Returns:
+        A :class:`LinearNoise`.
+    """
     one = np.ones(A.shape[0])
     w1 = W @ one
     var1 = float(one @ w1)                      # 1^T W 1
-    var_lna = p.n * var1
+    var_lna = point.n * var1
+    B = np.zeros_like(W) if covariance2 is None else covariance2
     var = var_lna + float(one @ B @ one)
-    diag_lna = p.n * np.concatenate([[0.0], np.diag(W)])
+    diag_lna = point.n * np.concatenate([[0.0], np.diag(W)])
     diag = diag_lna + np.concatenate([[0.0], np.diag(B)])
-    with np.errstate(invalid="ignore"):
-        sd_u = np.where(diag >= 0, np.sqrt(np.maximum(diag, 0.0)), np.nan)
+    sd_u = np.where(diag >= 0, np.sqrt(np.maximum(diag, 0.0)), np.nan)
     resolvent = float(one @ np.linalg.solve(-A, w1))   # int_0^oo 1^T e^(At) W 1 dt
     tau_int = 2.0 * resolvent / var1
-    spt = p.steps_per_time
-    tau_fluid = r.relaxation_time
+    spt = point.steps_per_time
+    tau_fluid = float(1.0 / np.min(np.abs(np.linalg.eigvals(A).real)))
     return LinearNoise(
-        point=p, refined=r, steps_per_time=spt, tau_fluid=tau_fluid, tau_fluid_steps=tau_fluid * spt,
-        var_N_lna=var_lna, var_N=var, sd_u_lna=np.sqrt(np.maximum(diag_lna, 0.0)), sd_u=sd_u,
-        tau_int=tau_int, tau_int_steps=tau_int * spt,
-        order2_ratio=abs(var - var_lna) / var_lna,
+        point=point, jacobian=A, covariance=W, steps_per_time=spt, tau_fluid=tau_fluid,
+        tau_fluid_steps=tau_fluid * spt, var_N_lna=var_lna, var_N=var,
+        sd_u_lna=np.sqrt(np.maximum(diag_lna, 0.0)), sd_u=sd_u, tau_int=tau_int, tau_int_steps=tau_int * spt,
+        order2_ratio=abs(var - var_lna) / var_lna if covariance2 is not None else math.nan, refined=refined,
     )
 
 
-__all__ = ["LinearNoise", "linear_noise"]
+__all__ = ["LinearNoise", "linear_noise", "from_matrices"]
