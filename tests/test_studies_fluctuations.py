@@ -84,3 +84,17 @@ def test_cost_is_the_design():
     c = study.cost("full")
     assert c["tau"] > 0 and c["sd"] > c["tau"]
     assert study.long_cost("full") == pytest.approx(c["sd"] + c["tau"])
+
+
+def test_figures_draw_every_measured_point(result):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from qlib.plots.fluctuations import acf_figure, sd_figure
+
+    fig = sd_figure(result)
+    measured = sum(p.sd is not None for p in result.points)
+    assert len(fig.axes[0].containers) == measured  # one error bar per measured point
+    fig = acf_figure(result)
+    assert sum(p.acf is not None for p in result.points) >= 1
+    assert len(fig.axes[0].lines) >= 3

@@ -118,7 +118,8 @@ class FluctPoint:
     sqrt(n lam)/(1-lam)); the measurements, None where results/long lacks them: ``sd`` (replicas,)
     per-replica SD(N), ``tau_sd`` (replicas,) tau_int from the SD design's series, ``sd_taus``
     (predicted tau_int per replica of the SD design), ``tau`` (replicas,) and ``tau_old`` (pieces,)
-    of the tau design (steps); ``missing``: why a measurement is absent ("" if none)."""
+    of the tau design (steps), ``acf`` (lags,) its autocorrelation of N averaged over replicas, lags
+    ``acf_every`` steps apart; ``missing``: why a measurement is absent ("" if none)."""
 
     where: str
     n: int
@@ -132,6 +133,8 @@ class FluctPoint:
     sd_taus: float = math.nan
     tau: np.ndarray | None = None
     tau_old: np.ndarray | None = None
+    acf: np.ndarray | None = None
+    acf_every: float = math.nan
     missing: str = ""
     records: list = field(default_factory=list)
 
@@ -250,7 +253,9 @@ def run(mode: str = "full", *, progress: bool = True) -> FluctuationsResult:
             if tau is None:
                 missing.append(why)
             else:
-                kw.update(tau=np.asarray(tau["tau"], float), tau_old=np.asarray(tau["tau_old"], float))
+                acov = np.asarray(tau["acov"], float)
+                kw.update(tau=np.asarray(tau["tau"], float), tau_old=np.asarray(tau["tau_old"], float),
+                          acf=(acov / acov[:, :1]).mean(axis=0), acf_every=float(tau["every"]))
         got[j] = FluctPoint(where=where, n=pt[0], d=pt[1], lam=pt[2], inside=inside, hyp=h, pred=pred,
                             missing="; ".join(missing), **kw)
         if progress:
