@@ -221,12 +221,17 @@ def fluctuation_view(n: int, d: int, lam: float):
 
 def mixing_scales(n: int, d: int, lam: float) -> dict[str, float]:
     """Notebook 02's theory lines, in steps of the jump chain ((1+lam) n steps per unit time):
-    the lower bound's scale n (lam d)^(k-1), the upper bound's k d^(k-1) n ln n, and the drain
-    time (1+lam) n/(1-lam) of a start with the wrong number of customers."""
+    the lower bound's scale n (lam d)^(k-1), the upper bound's k d^(k-1) n ln n, the drain
+    time (1+lam) n/(1-lam) of a start with the wrong number of customers, and (d >= 2) the
+    linear-noise tau_int(N) and tau_fluid with the predicted SD(N) (:func:`fluctuation_view`)."""
     k = int(predicted_max_length(d, lam))
-    return {
+    out = {
         "k": k,
         "lower": n * (lam * d) ** (k - 1),
         "upper": k * d ** (k - 1) * n * math.log(n),
         "drain": (1 + lam) * n / (1 - lam),
     }
+    if d >= 2:
+        v = fluctuation_view(n, d, lam)
+        out.update(tau_int=v.tau_int_steps, tau_fluid=v.tau_fluid_steps, sd_N=v.sd_N)
+    return out
