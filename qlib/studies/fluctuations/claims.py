@@ -44,8 +44,11 @@ def _band(points: list, values, preds, tol: float) -> tuple[str, list[str], list
 
 
 def _missing(points: list) -> str:
-    miss = [f"{_where(p)}: {p.missing}" for p in points if p.missing]
-    return "; ".join(miss)
+    """The points results/long lacks, with the command once (each point's text names it)."""
+    miss = [p for p in points if p.missing]
+    if not miss:
+        return ""
+    return ", ".join(_where(p) for p in miss) + f" ({miss[0].missing})"
 
 
 def _cf(model: str, label: str, verdict: str, means: list[float], near: bool) -> Counterfactual:
@@ -71,9 +74,12 @@ def _sd_rows(result: FluctuationsResult, spec: ClaimSpec) -> list[ClaimRow]:
                            "predicted tau_int(N) each"
                            + (f"; {result.provenance}" if result.provenance else ""))
     miss = _missing(pts)
-    if miss or not pts:
+    pts = [p for p in pts if p.sd is not None]
+    if not pts:
         return [ClaimRow(**base, measured=miss or "no in-regime point", passed=False, outcome="INCONCLUSIVE")]
+    # a point results/long lacks leaves the row undecided, unless a measured point already FAILS it
     verdict, texts, _ = _band(pts, [p.sd for p in pts], [p.pred["sd"] for p in pts], tol)
+    verdict = combine([verdict] + (["INCONCLUSIVE"] if miss else []))
     cfs = []
     for key in ("half_d", "d-1"):
         v, _, m = _band(pts, [p.sd for p in pts], [p.pred[f"sd_{key}"] for p in pts], tol)
@@ -82,7 +88,8 @@ def _sd_rows(result: FluctuationsResult, spec: ClaimSpec) -> list[ClaimRow]:
     cfs.append(_cf("scale", "the scale 1/(1-lam): SD(N) = sqrt(n lam)/(1-lam)", v, m, near=False))
     lna = ", ".join(f"{float(np.mean(p.sd)) / p.pred['sd_lna']:.3f}" for p in pts)
     return [ClaimRow(**base, measured="SD(N)/SD_pred(N), 95% CI: " + "; ".join(texts)
-                     + f". Against sqrt(n 1^T W 1) alone: {lna}",
+                     + f". Against sqrt(n 1^T W 1) alone: {lna}"
+                     + (f". Not yet measured: {miss}" if miss else ""),
                      passed=verdict == "PASS", outcome=verdict, counterfactuals=tuple(cfs),
                      taus=min(p.sd_taus for p in pts), resolution=resolution(cfs))]
 
@@ -103,9 +110,11 @@ def _tau_rows(result: FluctuationsResult, spec: ClaimSpec) -> list[ClaimRow]:
                            f"Sokal's window c = {T['window']:g}"
                            + (f"; {result.provenance}" if result.provenance else ""))
     miss = _missing(pts)
-    if miss or not pts:
+    pts = [p for p in pts if p.tau is not None]
+    if not pts:
         return [ClaimRow(**base, measured=miss or "no in-regime point", passed=False, outcome="INCONCLUSIVE")]
     verdict, texts, _ = _band(pts, [p.tau for p in pts], [p.pred["tau"] for p in pts], tol)
+    verdict = combine([verdict] + (["INCONCLUSIVE"] if miss else []))
     cfs = []
     for key in ("half_d", "d-1"):
         v, _, m = _band(pts, [p.tau for p in pts], [p.pred[f"tau_{key}"] for p in pts], tol)
@@ -114,7 +123,8 @@ def _tau_rows(result: FluctuationsResult, spec: ClaimSpec) -> list[ClaimRow]:
     v, otexts, m = _band(pts, [p.tau_old for p in pts], [p.pred["tau"] for p in pts], tol)
     cfs.append(_cf("old_design", f"the old estimator on the old design ({O['length']:g} n d^(k-1) steps per "
                    f"series, own mean, c = {O['window']:g})", v, m, near=False))
-    return [ClaimRow(**base, measured="tau_int(N)/tau_int,LNA(N), 95% CI: " + "; ".join(texts),
+    return [ClaimRow(**base, measured="tau_int(N)/tau_int,LNA(N), 95% CI: " + "; ".join(texts)
+                     + (f". Not yet measured: {miss}" if miss else ""),
                      passed=verdict == "PASS", outcome=verdict, counterfactuals=tuple(cfs),
                      taus=float(T["tau_per_replica"]), resolution=resolution(cfs))]
 
@@ -130,7 +140,8 @@ def _finding_rows(result: FluctuationsResult, spec: ClaimSpec) -> list[ClaimRow]
                 parameters=f"{len(pts)} points outside H0-H3; the SD design"
                            + (f"; {result.provenance}" if result.provenance else ""))
     miss = _missing(pts)
-    if miss or not pts:
+    pts = [p for p in pts if p.sd is not None]
+    if not pts:
         return [ClaimRow(**base, measured=miss or "no point outside", passed=False)]
     parts = []
     for p in pts:
@@ -139,7 +150,8 @@ def _finding_rows(result: FluctuationsResult, spec: ClaimSpec) -> list[ClaimRow]
         bad = ",".join(x for x in ("H0", "H1", "H2", "H3") if not p.hyp[x])
         parts.append(f"{_where(p)} [outside {bad}]: SD(N)/sqrt(n 1^T W 1) {s:.3f} ({slo:.3f} to {shi:.3f}), "
                      f"tau_int/tau_LNA {t:.2f} ({tlo:.2f} to {thi:.2f})")
-    return [ClaimRow(**base, measured="; ".join(parts), passed=False, taus=min(p.sd_taus for p in pts))]
+    return [ClaimRow(**base, measured="; ".join(parts) + (f". Not yet measured: {miss}" if miss else ""),
+                     passed=False, taus=min(p.sd_taus for p in pts))]
 
 
 #: The study's claims as data (thresholds under PARAMETERS[mode]["claims"], committed before the run).
