@@ -8,7 +8,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from qlib import stats
-from qlib.supermarket import linear_noise
+from qlib.slider_theory import fluctuation_view
 
 
 def _ci(values, pred):
@@ -51,13 +51,13 @@ def acf_figure(result):
     fig, ax = plt.subplots(figsize=(6.8, 4.4))
     drawn = 0
     for j, p in enumerate(q for q in result.points if q.acf is not None):
-        ln = linear_noise(p.n, p.d, p.lam, order=1)
+        ln = fluctuation_view(p.n, p.d, p.lam)
         lag = np.arange(p.acf.size) * p.acf_every
         x = lag / p.pred["tau"]
         c = f"C{j % 10}"
         ax.plot(x, p.acf, ".", color=c, ms=2, label=f"{p.where} n={p.n} d={p.d}")
         ax.plot(x, ln.autocorrelation_steps(lag), "-", color=c, lw=1)
-        wrong = linear_noise(p.n, max(2, p.d // 2), p.lam, order=1)
+        wrong = fluctuation_view(p.n, max(2, p.d // 2), p.lam)
         ax.plot(x, wrong.autocorrelation_steps(lag), "--", color=c, lw=0.8)
         drawn += 1
     ax.set(xlabel="lag / predicted τ_int(N)", ylabel="autocorrelation of N", xlim=(0, 3), ylim=(-0.05, 1.02))
