@@ -93,7 +93,7 @@ def test_without_replacement_shares_w():
     (dict(n=0, d=2, lam=0.5), "n"), (dict(n=2.5, d=2, lam=0.5), "n"), (dict(n=None, d=2, lam=0.5), "n"),
     (dict(n=10, d=0, lam=0.5), "d"), (dict(n=10, d=2, lam=1.0), "lam"),
     (dict(n=10, d=2, lam=float("nan")), "lam"),
-    (dict(n=10, d=2, lam=0.5, with_replacement="no"), "replacement"),
+    (dict(n=10, d=2, lam=0.5, with_replacement="no"), "with_replacement"),
     (dict(n=3, d=5, lam=0.5, with_replacement=False), "d"),
 ])
 def test_bad_input_named_before_any_compute(kwargs, name, monkeypatch):

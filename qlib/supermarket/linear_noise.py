@@ -167,6 +167,8 @@ def linear_noise(n: int, d: int, lam: float, *, with_replacement: bool = True, o
     """
     if n is None:
         raise ValueError("n must be an integer >= 1; got None")
+    if not isinstance(with_replacement, (bool, np.bool_)):
+        raise ValueError(f"with_replacement must be True or False; got {with_replacement!r}")
     p = Point(n, d, lam, replacement=with_replacement)
     order = V.integer("order", order, low=1, high=2)
     r = refined_mean_field(p.d, p.lam, replacement=p.replacement, order=order)
