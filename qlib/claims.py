@@ -60,6 +60,7 @@ STUDIES: dict[str, str] = {
     "heterogeneous servers": "qlib.studies.who_works_the_most",
     "supermarket: level flow": "qlib.studies.level_flow",
     "supermarket: exact stationary samples": "qlib.studies.perfect",
+    "supermarket: fluctuations": "qlib.studies.fluctuations",
 }
 
 KINDS = ("claim", "identity", "measurement", "check")

@@ -84,6 +84,8 @@ FIGURES: dict[str, list[tuple[str, str]]] = {
                               (r"", "03_busy_and_work.png")],
     "supermarket: exact stationary samples": [(r"coalescence", "04a_coalescence.png"),
                                               (r"", "04b_max_law.png")],
+    "supermarket: fluctuations": [(r"autocorrelation", "02g_fluctuations_acf.png"),
+                                  (r"", "01i_fluctuations_sd.png")],
 }
 
 #: the longest key number (characters) the summary shows; the block below it has the whole measurement

@@ -24,6 +24,7 @@ from qlib.slider_theory import (  # noqa: F401  (re-exported: the explorers' tes
     _exact,
     _falling,
     _power_derivative,
+    fluctuation_view,
     fluid_max_length,
     mixing_scales,
     profile_view,
@@ -197,9 +198,10 @@ class ProfileExplorer:
             self.log.clear_output()
         self.k_line.set_xdata([v.k, v.k])
         self.ax.set_xlim(-0.5, max(10, v.levels[-1]) + 0.5)  # a new background only past 10 levels
+        sd = f", SD(N) ≈ {fmt(fluctuation_view(int(v.n), v.d, v.lam).sd_N, 3)}" if v.d >= 2 else ""
         self.title.set_text(
             f"λ = {fmt(v.lam, 6)}, d = {v.d}, n = {fmt(v.n, 3)}: k = {v.k}, "
-            f"fluid max at n: {v.fluid_max}, τ = {fmt(v.tau, 3)}"
+            f"fluid max at n: {v.fluid_max}, τ = {fmt(v.tau, 3)}{sd}"
         )
         self.canvas.draw()
 
@@ -343,6 +345,7 @@ class MixingExplorer:
                     ("lower", "tab:blue", r"$n(\lambda d)^{k-1}$"),
                     ("upper", "tab:red", r"$k d^{k-1} n \ln n$"),
                     ("drain", "tab:grey", r"$(1+\lambda)n/(1-\lambda)$"),
+                    ("tau_int", "tab:green", r"$\tau_{\rm int}(N)$, linear noise"),
                 ):
                     self.lines[a, key] = a.axvline(1, color=c, ls="--", lw=1, label=lab)
             ax.set(xscale="log", ylim=(0, 1.02), xlabel="t (steps)", ylabel=r"$P(T_{meet} > t)$")
@@ -365,7 +368,8 @@ class MixingExplorer:
             self.surv.set_data([], [])
             self.l1.set_data([], [])
         self.title.set_text(
-            f"n = {self.n_w.value}, d = {self.d_w.value}, λ = {fmt(self.lam_w.value)}: k = {s['k']}"
+            f"n = {self.n_w.value}, d = {self.d_w.value}, λ = {fmt(self.lam_w.value)}: k = {s['k']}, "
+            f"SD(N) ≈ {fmt(s['sd_N'], 3)}"
         )
         self.canvas.draw()
 

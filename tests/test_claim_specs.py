@@ -39,6 +39,9 @@ THEORY = {
     "k - 1": "the exponent the mixing claim states",
     "> 0": "the sign a claim states (a margin above zero)",
     "above 0": "the sign a claim states",
+    "1 +- ": "a ratio measured/predicted that the claim states is 1 (the prediction itself); the band around "
+             "it is the threshold, a field",
+    "1 + 2 sum rho": "Sokal's definition of the integrated autocorrelation time",
     "(about 5 standard errors)": "a gloss on the identity's tolerance in the table's wording (kept: "
                                  "claims.json's bytes do not change in issue 28)",
 }

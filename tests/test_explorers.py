@@ -73,6 +73,11 @@ def test_mixing_scales():
     s = E.mixing_scales(1000, 10, 0.99)
     assert s["k"] == 2 and s["lower"] == pytest.approx(1000 * 9.9)
     assert s["upper"] == pytest.approx(2 * 10 * 1000 * np.log(1000)) and s["drain"] == pytest.approx(1.99e5)
+    from qlib.supermarket import linear_noise
+
+    ln = linear_noise(1000, 10, 0.99)
+    assert s["tau_int"] == pytest.approx(ln.tau_int_steps, rel=1e-8)
+    assert s["sd_N"] == pytest.approx(ln.sd_N, rel=1e-8)
 
 
 def test_fmt_has_no_float_noise():
@@ -130,6 +135,7 @@ def test_mixing_explorer_moves_the_scales_and_draws_a_simulation():
     x.d_w.value = 10
     s = E.mixing_scales(x.n_w.value, 10, x.lam_w.value)
     assert x.lines[x.ax, "upper"].get_xdata()[0] == pytest.approx(s["upper"])
+    assert x.lines[x.ax, "tau_int"].get_xdata()[0] == pytest.approx(s["tau_int"])
     x.button.click()
     np.testing.assert_allclose(x.surv.get_xdata(), [1.0, 100.0, 200.0, 300.0])
     np.testing.assert_allclose(x.surv.get_ydata(), [1.0, 2 / 3, 1 / 3, 0.0])

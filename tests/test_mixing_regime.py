@@ -136,7 +136,7 @@ def test_nearly_optimal_fails_a_time_that_outgrows_the_upper_bound():
 def test_smoke_run_rows():
     r = mr.run("smoke", progress=False)
     rows = mr.claim_rows(r)
-    assert len(rows) == 4 and all(x.verdict in VERDICTS for x in rows)
+    assert len(rows) == 2 and all(x.verdict in VERDICTS for x in rows)  # the iact rows withdrawn (issue 40)
     assert not r.sweep.missing.any() and np.all(np.isfinite(r.sweep.T))
     df = mr.summary(r)
     assert len(df) == 3 + 3 + 2 and {"T/lower", "T/upper", "tau_N/(n d^(k-1))"} <= set(df.columns)

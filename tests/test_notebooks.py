@@ -23,8 +23,8 @@ IDS = [p.name for p in PATHS]
 #: the cached studies each notebook draws: run first into the shared smoke cache (a cache hit when
 #: the study tests already ran on either xdist worker), so the notebook reads their entries and the
 #: study's smoke run is computed once per `make test`, whichever worker gets there first
-STUDIES_OF = {"01_max_queue_length.md": ("max_length", "families"),
-              "02_mixing_time.md": ("mixing", "mixing_regime"),
+STUDIES_OF = {"01_max_queue_length.md": ("max_length", "families", "fluctuations"),
+              "02_mixing_time.md": ("mixing", "mixing_regime", "fluctuations"),
               "03_who_works_the_most.md": ("who_works_the_most",), "04_perfect_samples.md": ("perfect",)}
 
 

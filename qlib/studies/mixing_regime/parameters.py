@@ -15,8 +15,8 @@ PointTuple = tuple[int, int, float]
 #: within k - 1 +- this, fails when disjoint from that band; ``bound_band``: "nearly optimal" along
 #: the family passes when the CI of the exponent in n of T/(n (lam d)^(k-1)) lies above -band
 #: (bounded below) and the CI of the exponent of T/(k d^(k-1) n ln n) below +band (bounded above);
-#: ``iact_halfwidth``: the autocorrelation measurement reaches its precision when its exponent's CI
-#: half-width is at most this; ``hypotheses``: H1 c = (1-lam) d^(k-1) <= c_max, H3 n (1-lam)^2
+#: ``iact_halfwidth``: the threshold of the autocorrelation rows, withdrawn (issue 40; kept so the
+#: committed criteria read as they were); ``hypotheses``: H1 c = (1-lam) d^(k-1) <= c_max, H3 n (1-lam)^2
 #: d^(k-1) >= buffer_min (buffer / excursion = sqrt of it >= 3.2; docs/models.md#hypotheses);
 #: ``design``: the d-sweep's own stricter conditions (1-lam) d^(k-1) <= c_design and (1-lam) d^k >=
 #: ln n + log_margin (u_(k+1) absent), checked per point.
