@@ -18,6 +18,8 @@ Public API:
 - :func:`direct_simulation` — a plain queue-vector simulation, the reference for tests;
 - :func:`estimate_equilibrium` (and ``_many``) — equilibrium estimates with certified burn-in,
   batch means and a sequential stop; :func:`refined_mean_field`, :func:`relaxation_time`;
+- :func:`linear_noise` — SD(N), SD(u_i), the autocorrelation of N and tau_int(N), tau_fluid in
+  model time and jump steps (the linear-noise view, from the refined mean field's A and W);
 - :func:`meeting_times` (and ``_many``), :func:`coupled_paths` — the monotone coupling;
 - :func:`perfect_samples` — exact stationary samples of the bounded model (coupling from the past).
 """
@@ -96,6 +98,11 @@ from qlib.supermarket.refined import RefinedMeanField, refined_mean_field, relax
 
 __all__ += ["RefinedMeanField", "refined_mean_field", "relaxation_time",
             "EquilibriumEstimate", "estimate_equilibrium", "estimate_equilibrium_many"]
+
+# Fluctuations: SD(N), the autocorrelation of N, tau_int(N), tau_fluid (linear-noise view).
+from qlib.supermarket.linear_noise import LinearNoise, linear_noise  # noqa: E402
+
+__all__ += ["LinearNoise", "linear_noise"]
 
 # Exact stationary samples of the bounded model (coupling from the past; notebook 04).
 from qlib.supermarket.perfect import PerfectSamples, capacity_for, perfect_samples  # noqa: E402
