@@ -343,6 +343,7 @@ class MixingExplorer:
                     ("lower", "tab:blue", r"$n(\lambda d)^{k-1}$"),
                     ("upper", "tab:red", r"$k d^{k-1} n \ln n$"),
                     ("drain", "tab:grey", r"$(1+\lambda)n/(1-\lambda)$"),
+                    ("predicted", "tab:green", r"$\tau_{fluid} \ln SD(N)$ (predicted)"),
                 ):
                     self.lines[a, key] = a.axvline(1, color=c, ls="--", lw=1, label=lab)
             ax.set(xscale="log", ylim=(0, 1.02), xlabel="t (steps)", ylabel=r"$P(T_{meet} > t)$")

@@ -16,6 +16,7 @@ import numpy as np
 from scipy.linalg import solve_continuous_lyapunov
 
 from qlib import _validate as V
+from qlib.supermarket.mixing_law import predicted_meeting_time
 from qlib.supermarket.refined import _levels_for, _second_order
 from qlib.supermarket.theory import (
     asymptotic_profile,
@@ -183,12 +184,14 @@ def profile_view(one_minus_lam: float, d: int, n: int) -> ProfileView:
 
 def mixing_scales(n: int, d: int, lam: float) -> dict[str, float]:
     """Notebook 02's theory lines, in steps of the jump chain ((1+lam) n steps per unit time):
-    the lower bound's scale n (lam d)^(k-1), the upper bound's k d^(k-1) n ln n, and the drain
-    time (1+lam) n/(1-lam) of a start with the wrong number of customers."""
+    the lower bound's scale n (lam d)^(k-1), the upper bound's k d^(k-1) n ln n, the drain
+    time (1+lam) n/(1-lam) of a start with the wrong number of customers, and the predicted
+    good-start meeting time tau_fluid ln SD(N) (docs/models.md#mixing-time-predicted)."""
     k = int(predicted_max_length(d, lam))
     return {
         "k": k,
         "lower": n * (lam * d) ** (k - 1),
         "upper": k * d ** (k - 1) * n * math.log(n),
         "drain": (1 + lam) * n / (1 - lam),
+        "predicted": predicted_meeting_time(n, d, lam).steps,
     }

@@ -73,6 +73,9 @@ def test_mixing_scales():
     s = E.mixing_scales(1000, 10, 0.99)
     assert s["k"] == 2 and s["lower"] == pytest.approx(1000 * 9.9)
     assert s["upper"] == pytest.approx(2 * 10 * 1000 * np.log(1000)) and s["drain"] == pytest.approx(1.99e5)
+    from qlib.supermarket import predicted_meeting_time
+
+    assert s["predicted"] == predicted_meeting_time(1000, 10, 0.99).steps
 
 
 def test_fmt_has_no_float_noise():

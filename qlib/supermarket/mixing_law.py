@@ -23,8 +23,11 @@ from __future__ import annotations
 import math
 from typing import NamedTuple
 
-from qlib.supermarket.linear_noise import linear_noise
-from qlib.supermarket.theory import predicted_max_length
+import numpy as np
+
+from qlib.supermarket.point import Point
+from qlib.supermarket.refined import refined_mean_field
+from qlib.supermarket.theory import predicted_max_length, steps_per_time
 
 #: C of T_pred = tau_fluid (ln SD(N) + C), fixed by the derivation before any run that judges it.
 CONSTANT = 0.0
@@ -64,9 +67,13 @@ def predicted_meeting_time(
     """
     if not (isinstance(constant, (int, float)) and math.isfinite(constant)):
         raise ValueError(f"constant must be a finite number; got {constant!r}")
-    ln = linear_noise(n, d, lam)
-    sd = float(ln.sd_N_lna)
-    steps = float(ln.tau_fluid_steps) * (math.log(sd) + constant)
-    return MeetingTimePrediction(int(ln.point.n), int(ln.point.d), float(ln.point.lam),
-                                 int(predicted_max_length(int(ln.point.d), float(ln.point.lam))),
-                                 float(ln.tau_fluid_steps), sd, float(constant), steps)
+    p = Point(n, d, lam)
+    # the leading-order quantities of qlib.supermarket.linear_noise (tau_fluid and sd_N_lna), read off
+    # the order-1 refined mean field: no order-2 solve, so a slider can call it (~0.1 s, not seconds)
+    r = refined_mean_field(p.d, p.lam)
+    tau_steps = steps_per_time(p.n, p.lam) * r.relaxation_time
+    sd = math.sqrt(p.n * float(np.sum(r.covariance)))
+    k = int(predicted_max_length(p.d, p.lam))
+    steps = float(tau_steps * (math.log(sd) + constant))
+    return MeetingTimePrediction(int(p.n), int(p.d), float(p.lam), k, float(tau_steps), sd, float(constant),
+                                 steps)
