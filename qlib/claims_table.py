@@ -79,7 +79,7 @@ FIGURES: dict[str, list[tuple[str, str]]] = {
                                  (r"lower bound", "02c_lower_bound.png"),
                                  (r"exponential", "02d_exponential_tail.png"),
                                  (r"good set", "02e_good_set.png"), (r"", "02a_upper_bounds.png")],
-    "supermarket: mixing time in the regime": [(r"", "02f_regime.png")],
+    "supermarket: mixing time in the regime": [(r"predicted", "02h_predicted.png"), (r"", "02f_regime.png")],
     "heterogeneous servers": [(r"band", "03_band.png"), (r"informed", "03_informed.png"),
                               (r"", "03_busy_and_work.png")],
     "supermarket: exact stationary samples": [(r"coalescence", "04a_coalescence.png"),

@@ -346,6 +346,7 @@ class MixingExplorer:
                     ("upper", "tab:red", r"$k d^{k-1} n \ln n$"),
                     ("drain", "tab:grey", r"$(1+\lambda)n/(1-\lambda)$"),
                     ("tau_int", "tab:green", r"$\tau_{\rm int}(N)$, linear noise"),
+                    ("predicted", "tab:purple", r"$\tau_{fluid} \ln SD(N)$: the mixing time predicted"),
                 ):
                     self.lines[a, key] = a.axvline(1, color=c, ls="--", lw=1, label=lab)
             ax.set(xscale="log", ylim=(0, 1.02), xlabel="t (steps)", ylabel=r"$P(T_{meet} > t)$")

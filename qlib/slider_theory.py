@@ -16,6 +16,7 @@ import numpy as np
 from scipy.linalg import solve_continuous_lyapunov
 
 from qlib import _validate as V
+from qlib.supermarket.mixing_law import meeting_time_law
 from qlib.supermarket.refined import _levels_for, _second_order
 from qlib.supermarket.theory import (
     asymptotic_profile,
@@ -223,7 +224,8 @@ def mixing_scales(n: int, d: int, lam: float) -> dict[str, float]:
     """Notebook 02's theory lines, in steps of the jump chain ((1+lam) n steps per unit time):
     the lower bound's scale n (lam d)^(k-1), the upper bound's k d^(k-1) n ln n, the drain
     time (1+lam) n/(1-lam) of a start with the wrong number of customers, and (d >= 2) the
-    linear-noise tau_int(N) and tau_fluid with the predicted SD(N) (:func:`fluctuation_view`)."""
+    linear-noise tau_int(N) and tau_fluid with the predicted SD(N) (:func:`fluctuation_view`), and
+    the predicted good-start meeting time tau_fluid ln SD(N) (docs/models.md#mixing-time-predicted)."""
     k = int(predicted_max_length(d, lam))
     out = {
         "k": k,
@@ -233,5 +235,6 @@ def mixing_scales(n: int, d: int, lam: float) -> dict[str, float]:
     }
     if d >= 2:
         v = fluctuation_view(n, d, lam)
-        out.update(tau_int=v.tau_int_steps, tau_fluid=v.tau_fluid_steps, sd_N=v.sd_N)
+        out.update(tau_int=v.tau_int_steps, tau_fluid=v.tau_fluid_steps, sd_N=v.sd_N,
+                   predicted=meeting_time_law(v.tau_fluid_steps, v.sd_N_lna))
     return out

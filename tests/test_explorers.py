@@ -79,6 +79,10 @@ def test_mixing_scales():
     assert s["tau_int"] == pytest.approx(ln.tau_int_steps, rel=1e-8)
     assert s["sd_N"] == pytest.approx(ln.sd_N, rel=1e-8)
 
+    from qlib.supermarket import predicted_meeting_time
+
+    assert s["predicted"] == pytest.approx(predicted_meeting_time(1000, 10, 0.99).steps, rel=1e-8)
+
 
 def test_fmt_has_no_float_noise():
     assert E.fmt(1 - 0.09) == "0.91" and E.fmt(0.9099999999999999, 6) == "0.91"

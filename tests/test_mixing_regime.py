@@ -2,14 +2,17 @@
 starts, the verdict logic on synthetic meeting times (a wrong model fails it), the smoke run, and
 full mode reading only the long tier."""
 
+import dataclasses
+
 import numpy as np
 import pytest
 
 from qlib.claims import VERDICTS
 from qlib.studies import mixing_regime as mr
 from qlib.studies.mixing.parameters import family_point
-from qlib.studies.mixing_regime.claims import CLAIMS, d_sweep_rows, optimal_rows
+from qlib.studies.mixing_regime.claims import CLAIMS, d_sweep_rows, optimal_rows, predicted_rows
 from qlib.studies.mixing_regime.compute import RegimePoints
+from qlib.supermarket.mixing_law import predicted_meeting_time
 
 
 def test_the_full_design_is_inside_the_hypotheses():
@@ -88,18 +91,82 @@ def _result(sweep, fixed, jsq2, family=None, family_jsq2=None):
     )
 
 
-@pytest.mark.parametrize("exponent, verdict", [(1.0, "PASS"), (0.0, "FAIL"), (2.0, "FAIL")])
+@pytest.mark.parametrize("exponent, verdict", [(None, "PASS"), (0.0, "FAIL"), (2.0, "FAIL")])
 def test_d_sweep_verdict_fails_a_wrong_exponent(exponent, verdict):
+    """Judged against T_pred's own exponent at the design's points (issue 42): T in proportion to
+    T_pred passes, a time flat in d or growing as d^2 fails; the row stays a finding while it is
+    judged on the pilot data that suggested T_pred, and says its verdict."""
     ds = np.array([140, 245, 428])
     rng = np.random.default_rng(0)
-    T = (ds[:, None] ** exponent) * 1e6 * np.exp(0.05 * rng.standard_normal((3, 32)))
+    pred = np.array([predicted_meeting_time(200_000, int(d), 1 - 7e-4).steps for d in ds])
+    shape = pred if exponent is None else ds.astype(float) ** exponent
+    T = shape[:, None] * 1e6 / shape[0] * np.exp(0.05 * rng.standard_normal((3, 32)))
     flat = 1e8 * np.exp(0.05 * rng.standard_normal((3, 32)))
     row = d_sweep_rows(
         _result(_points(ds, T), _points(ds, flat), _points(ds, np.full((3, 2), np.inf))),
         CLAIMS["d_scaling_regime"],
     )[0]
-    assert row.verdict == verdict
+    assert row.verdict == "finding" and f"it reads {verdict} against it" in row.claim
     assert all(not c.passed for c in row.counterfactuals)  # d held fixed (exponent 0) and JSQ(2) (never met)
+
+
+def _predicted_result(T, T_half, *, ns=(3000, 10_000, 30_000, 100_000), k3=None):
+    """A RegimeResult whose predicted family holds meeting times ``T`` (4, R) and JSQ(d/2) ``T_half``."""
+    pts = [family_point(int(n), 0.5, 0.4) for n in ns]
+    H = mr.PARAMETERS["full"]["claims"]["hypotheses"]
+
+    def at(points, T):
+        P = len(points)
+        return RegimePoints(
+            n=np.array([p[0] for p in points]), d=np.array([p[1] for p in points]),
+            lam=np.array([p[2] for p in points]), burn=np.ones(P), certified=np.ones(P, bool),
+            iact_steps=np.zeros(P), T_bt=T, T=T, iact_N=T, iact_uk=T, missing=np.zeros(P, bool),
+            lag1_N=np.zeros(P),
+        )
+
+    ds = np.array([140, 245, 428])
+    sw = _points(ds, np.ones((3, 4)))
+    base = _result(sw, sw, sw)
+    k3_pts = k3 or [(250_000, 47, 1 - 0.299 / 47**2)]
+    return dataclasses.replace(
+        base,
+        predicted_family=at(pts, T),
+        predicted_family_half=at(pts, T_half),
+        predicted_k3=at(k3_pts, T[:1] * 0 + np.array([[predicted_meeting_time(*k3_pts[0]).steps]])),
+        hyp_predicted_family=[mr.hypotheses(*p, **H) for p in pts],
+        hyp_predicted_k3=[mr.hypotheses(*p, **H) for p in k3_pts],
+    )
+
+
+@pytest.mark.parametrize("factor, drift, verdict",
+                         [(1.0, 0.0, "PASS"), (2.0, 0.0, "FAIL"), (1.0, 0.5, "FAIL")])
+def test_predicted_family_row_fails_a_wrong_time(factor, drift, verdict):
+    """R = T_meet / T_pred: times at T_pred pass; twice T_pred, or a ratio growing as n^0.5, fail; the
+    far wrong models (JSQ(d/2) at half T_pred, the scale 1/(1-lam)) fail it."""
+    ns = np.array([3000, 10_000, 30_000, 100_000])
+    pred = np.array([predicted_meeting_time(*family_point(int(n), 0.5, 0.4)).steps for n in ns])
+    noise = np.exp(0.05 * np.random.default_rng(2).standard_normal((4, 32)))
+    T = factor * (ns / ns[0])[:, None] ** drift * pred[:, None] * noise
+    result = _predicted_result(T, 0.5 * pred[:, None] * noise[:, :8])
+    row = predicted_rows(result, CLAIMS["predicted_family"])[0]
+    assert row.verdict == verdict
+    far = [c for c in row.counterfactuals if not c.near]
+    assert far and all(not c.passed for c in far if "JSQ(d/2)" in c.model or "1/(1-lam)" in c.model)
+
+
+def test_predicted_k3_row_tells_d_squared_from_d():
+    """At k = 3 the law with a relaxation time in proportion to d (the k = 2 form) fails where
+    T_pred passes."""
+    ns = np.array([3000, 10_000, 30_000, 100_000])
+    pred = np.array([predicted_meeting_time(*family_point(int(n), 0.5, 0.4)).steps for n in ns])
+    noise = np.exp(0.05 * np.random.default_rng(3).standard_normal((4, 8)))
+    r = _predicted_result(pred[:, None] * noise, pred[:, None] * noise)
+    t3 = predicted_meeting_time(250_000, 47, 1 - 0.299 / 47**2).steps
+    k3 = dataclasses.replace(r.predicted_k3, T=t3 * noise[:1], T_bt=t3 * noise[:1])
+    row = predicted_rows(dataclasses.replace(r, predicted_k3=k3), CLAIMS["predicted_k3"])[0]
+    assert row.verdict == "PASS"
+    (k2,) = [c for c in row.counterfactuals if "k = 2 form" in c.model]
+    assert not k2.passed
 
 
 def test_d_sweep_row_is_inconclusive_when_the_long_tier_lacks_a_point():
@@ -136,7 +203,9 @@ def test_nearly_optimal_fails_a_time_that_outgrows_the_upper_bound():
 def test_smoke_run_rows():
     r = mr.run("smoke", progress=False)
     rows = mr.claim_rows(r)
-    assert len(rows) == 2 and all(x.verdict in VERDICTS for x in rows)  # the iact rows withdrawn (issue 40)
+    # the iact rows withdrawn (issue 40); issue 42's two rows added
+    assert len(rows) == 4 and all(x.verdict in VERDICTS for x in rows)
+    assert not r.predicted_family.missing.any() and np.all(np.isfinite(r.predicted_family.T))
     assert not r.sweep.missing.any() and np.all(np.isfinite(r.sweep.T))
     df = mr.summary(r)
     assert len(df) == 3 + 3 + 2 and {"T/lower", "T/upper", "tau_N/(n d^(k-1))"} <= set(df.columns)

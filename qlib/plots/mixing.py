@@ -237,6 +237,80 @@ def regime_figure(result):
     return fig
 
 
+def predicted_figure(result):
+    """(h) The mixing time predicted (issue 42; :class:`qlib.studies.mixing_regime.RegimeResult`):
+    left, the measured good-start meeting time against T_pred = tau_fluid ln SD(N) at every point of
+    every set (the pilot d-sweep and family, the fresh family, k = 3), with the diagonal and the
+    band [0.75, 1.33]; JSQ(d/2) from the fresh family's samples and the same times against the
+    prediction with tau = 1/(1-lam) sit off it. Right, R = T_meet / T_pred along the fresh family
+    with its 95% CI."""
+    from qlib.studies.mixing_regime import LONG_COMMAND
+    from qlib.supermarket.mixing_law import predicted_meeting_time
+
+    band = result.parameters["claims"]["ratio_band"]
+    fig, (ax, bx) = plt.subplots(1, 2, figsize=(11.0, 4.4))
+
+    def pred(m, law=None):
+        f = law or (lambda n, d, lam: predicted_meeting_time(n, d, lam).steps)
+        return np.array([f(int(n), int(d), float(lam)) for n, d, lam in zip(m.n, m.d, m.lam)])
+
+    def drain(n, d, lam):  # the same law with tau = 1/(1-lam): a wrong relaxation time
+        t = predicted_meeting_time(n, d, lam)
+        return steps_per_time(n, lam) / (1 - lam) * np.log(t.sd_N)
+
+    sets = (
+        (result.sweep, None, "d-sweep, k = 2 (pilot: suggested the law)", "o", "C0"),
+        (result.family, None, "family A, k = 2 (pilot)", "s", "C0"),
+        (result.predicted_family, None, "family A, fresh seeds", "D", "C2"),
+        (result.predicted_k3, None, "k = 3, fresh seeds", "^", "C4"),
+        (result.predicted_family_half, "half", "JSQ(d/2) (wrong), against T_pred of JSQ(d)", "x", "C3"),
+        (result.predicted_family, drain, "family A against τ = 1/(1-λ) (wrong)", "v", "C7"),
+    )
+    lo, hi = np.inf, 0.0
+    missing = []
+    for m, law, lab, mk, c in sets:
+        if m is None or m.missing.any() or not np.all(np.isfinite(m.T)):
+            missing.append(lab)
+            continue
+        # JSQ(d/2)'s entries carry d/2: it is judged against T_pred of the JSQ(d) it stands in for
+        x = pred(result.predicted_family) if law == "half" else pred(m, law)
+        mean, h = _mean_ci(m.T)
+        ax.errorbar(x, mean, yerr=h, fmt=mk, color=c, capsize=3, label=lab, ls="none")
+        lo, hi = min(lo, x.min(), mean.min()), max(hi, x.max(), mean.max())
+    if hi > 0:
+        lim = np.array([lo / 3, hi * 3])
+        ax.plot(lim, lim, "k-", lw=1, label="T_meet = T_pred")
+        ax.fill_between(lim, band[0] * lim, band[1] * lim, color="k", alpha=0.08,
+                        label=f"R in [{band[0]:g}, {band[1]:g}]")
+    if missing:
+        ax.text(0.98, 0.02, "not in results/long: " + "; ".join(missing) + f"\n({LONG_COMMAND})",
+                ha="right", va="bottom", fontsize=6, transform=ax.transAxes)
+    ax.set(xscale="log", yscale="log", xlabel="T_pred = τ_fluid ln SD(N) (steps)", ylabel="T_meet (steps)",
+           title="(h1) measured against predicted")
+    ax.legend(fontsize=6.5, loc="upper left")
+    m = result.predicted_family
+    if m is not None and not m.missing.any() and np.all(np.isfinite(m.T)):
+        mean, h = _mean_ci(m.T / pred(m)[:, None])
+        bx.errorbar(m.n, mean, yerr=h, fmt="D-", color="C2", capsize=3, label="JSQ(d)")
+        hm = result.predicted_family_half
+        if hm is not None and not hm.missing.any() and np.all(np.isfinite(hm.T)):
+            mh, hh = _mean_ci(hm.T / pred(m)[:, None])
+            bx.errorbar(m.n, mh, yerr=hh, fmt="x--", color="C3", capsize=3, label="JSQ(d/2) (wrong)")
+    else:
+        bx.text(0.5, 0.5, f"not in results/long:\n{LONG_COMMAND}", ha="center", va="center",
+                transform=bx.transAxes)
+    bx.axhspan(band[0], band[1], color="k", alpha=0.08)
+    bx.axhline(1, color="k", lw=1)
+    f = result.parameters["predicted"]["family"]
+    bx.set(xscale="log", xlabel=f"n; λ = 1 - n^-{f['alpha']:g}, d = floor(n^{f['beta']:g})",
+           ylabel="R = T_meet / T_pred", title="(h2) R along family A (fresh seeds)")
+    bx.legend(fontsize=7)
+    for a in (ax, bx):
+        plain_log_ticks(a)
+    fig.tight_layout()
+    return fig
+
+
 from qlib.plots import style_figures  # noqa: E402
 
 style_figures(globals())  # the house style inside every *_figure (no global rcParams)

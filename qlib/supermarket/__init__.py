@@ -104,6 +104,12 @@ from qlib.supermarket.linear_noise import LinearNoise, linear_noise  # noqa: E40
 
 __all__ += ["LinearNoise", "linear_noise"]
 
+
+# The mixing time predicted: T_pred = tau_fluid (ln SD(N) + C), C = 0 (issue 42).
+from qlib.supermarket.mixing_law import MeetingTimePrediction, predicted_meeting_time  # noqa: E402
+
+__all__ += ["MeetingTimePrediction", "predicted_meeting_time"]
+
 # Exact stationary samples of the bounded model (coupling from the past; notebook 04).
 from qlib.supermarket.perfect import PerfectSamples, capacity_for, perfect_samples  # noqa: E402
 

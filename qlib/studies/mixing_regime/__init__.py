@@ -43,7 +43,7 @@ from qlib.studies.mixing_regime.parameters import (
     inside,
     relaxation_scale,
 )
-from qlib.studies.mixing_regime.prose import findings_markdown
+from qlib.studies.mixing_regime.prose import findings_markdown, predicted_markdown
 
 
 def _mean(x: np.ndarray) -> float:
@@ -113,6 +113,7 @@ __all__ = [
     "hypotheses",
     "inside",
     "measure_point",
+    "predicted_markdown",
     "relaxation_scale",
     "run",
     "summary",

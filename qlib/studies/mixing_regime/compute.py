@@ -19,6 +19,8 @@ from qlib.studies.mixing.parameters import family_point, reference_time
 from qlib.studies.mixing_regime.parameters import PARAMETERS, PointTuple, hypotheses, relaxation_scale
 from qlib.studies.wrong_models import point_of
 from qlib.supermarket import initial_counts, meeting_times_many, simulate_many
+from qlib.supermarket.linear_noise import linear_noise
+from qlib.supermarket.mixing_law import predicted_meeting_time
 from qlib.supermarket.theory import predicted_max_length
 
 #: the command that computes the full mode (the long tier)
@@ -80,6 +82,98 @@ def certified_samples(
         out["N"] = tr[:, :, 1:].sum(axis=2)
         out["uk"] = tr[:, :, k] if tr.shape[2] > k else np.zeros(tr.shape[:2])
     return out
+
+
+def spaced_samples(
+    pt: PointTuple,
+    *,
+    samples: int,
+    spacing: int,
+    seed: int,
+    cap: int,
+    cert_replicas: int,
+    burn_factor: float,
+) -> dict[str, np.ndarray]:
+    """``samples`` stationary samples of one chain at ``pt``, ``spacing`` steps apart, whose start is
+    certified by coupling (issue 42: one certified chain in place of a burn-in per replica).
+
+    ``cert_replicas`` pairs from all-empty and from all queues at k + 1 are run until they meet; the
+    chain from the fluid point is then burned in for ``burn_factor`` times the largest of those
+    meeting times (as :func:`certified_samples`) and recorded every ``spacing`` steps. The spacing
+    is set from the predicted tau_int(N) so that successive samples are nearly independent; the
+    lag-one correlation of N across the samples (``lag1_N``) shows it.
+
+    Returns:
+        ``T_bt`` (cert_replicas,), ``burn``, ``certified``, ``counts`` (samples, L+1) the samples,
+        ``samples_N`` (samples,) their numbers of customers, ``lag1_N`` and ``spacing``.
+    """
+    n, d, lam = pt
+    k = int(predicted_max_length(d, lam))
+    T_bt = meeting_times_many(
+        [pt], replicas=cert_replicas, top_length=k + 1, max_steps=[cap], seeds=[seed], progress=False
+    )[0]
+    certified = bool(np.all(np.isfinite(T_bt)))
+    burn = int(math.ceil(burn_factor * (np.max(T_bt) if certified else cap)))
+    r = simulate_many(
+        [pt],
+        steps=spacing * samples,
+        burn_in=[burn],
+        replicas=1,
+        seeds=[named_seed("mixing_regime", "spaced", seed)],
+        initial="fluid",
+        record_every=spacing,
+        progress=False,
+    )[0]
+    counts = np.asarray(r.trajectory[0])
+    N = counts[:, 1:].sum(axis=1).astype(float)
+    x = N - N.mean()
+    lag1 = float(np.dot(x[1:], x[:-1]) / np.dot(x, x)) if samples > 2 and np.dot(x, x) > 0 else float("nan")
+    return {
+        "T_bt": T_bt,
+        "burn": np.asarray(burn),
+        "certified": np.asarray(certified),
+        "counts": counts,
+        "samples_N": N,
+        "lag1_N": np.asarray(lag1),
+        "spacing": np.asarray(spacing),
+    }
+
+
+def predicted_point(
+    pt: PointTuple,
+    *,
+    replicas: int,
+    seed: int,
+    cap: int,
+    cert_replicas: int,
+    burn_factor: float,
+    spacing_tau_int: float,
+) -> dict[str, np.ndarray]:
+    """One point of the predicted-law sets (issue 42): ``replicas`` spaced certified samples
+    (:func:`spaced_samples`, ``spacing_tau_int`` predicted tau_int(N) apart) and the meeting time of
+    the chain from the fluid point with each of them. Arrays as :data:`FIELDS` (the iact fields nan)
+    plus ``lag1_N`` and ``spacing``."""
+    spacing = max(1, int(math.ceil(spacing_tau_int * linear_noise(*pt).tau_int_steps)))
+    s = spaced_samples(pt, samples=replicas, spacing=spacing, seed=seed, cap=cap,
+                       cert_replicas=cert_replicas, burn_factor=burn_factor)
+    T = good_start_times(pt, s["counts"], seed=named_seed("mixing_regime", "meeting", seed), cap=cap)
+    nan = np.full((1, replicas), np.nan)
+    return {
+        "n": np.array([pt[0]]),
+        "d": np.array([pt[1]]),
+        "lam": np.array([pt[2]]),
+        "T_bt": s["T_bt"][None],
+        "burn": np.array([s["burn"]]),
+        "certified": np.array([s["certified"]]),
+        "T": T[None],
+        "iact_N": nan,
+        "iact_uk": nan,
+        "iact_steps": np.array([0]),
+        "samples_N": s["samples_N"][None],
+        "counts": s["counts"],
+        "lag1_N": np.array([s["lag1_N"]]),
+        "spacing": np.array([spacing]),
+    }
 
 
 def good_start_times(
@@ -164,6 +258,8 @@ class RegimePoints:
     iact_N: np.ndarray
     iact_uk: np.ndarray
     missing: np.ndarray
+    #: the lag-one correlation of N between a point's spaced samples (issue 42's sets; else nan)
+    lag1_N: np.ndarray | None = None
 
     @property
     def k(self) -> np.ndarray:
@@ -186,6 +282,7 @@ def _gather(points: Sequence[PointTuple], got: Sequence[dict | None], replicas: 
         iact_N=np.stack([row("iact_N", j, nan) for j in range(len(points))]),
         iact_uk=np.stack([row("iact_uk", j, nan) for j in range(len(points))]),
         missing=np.array([x is None for x in got]),
+        lag1_N=np.array([row("lag1_N", j, np.nan)[0] for j in range(len(points))]),
     )
 
 
@@ -259,16 +356,18 @@ def _sweep(ctx: dict, name: str, points: Sequence[PointTuple], tag: str) -> list
 
 
 def _on_samples(
-    ctx: dict, name: str, points: Sequence[PointTuple], right: Sequence[dict | None], tag: str, *, model: str
+    ctx: dict, name: str, points: Sequence[PointTuple], right: Sequence[dict | None], tag: str, *, model: str,
+    R: int | None = None,
 ) -> list[dict | None]:
     """A counterfactual on the right model's certified samples, from its fluid point: ``model`` "jsq2"
-    (JSQ(2) in place of JSQ(d) at each point, its first cf_replicas samples, capped at cf_cap x the
-    right model's largest meeting time there) or "d_fixed" (d held at the first point's d: that
-    point's samples and dynamics at every point, new coupling draws, capped as the point asked for)."""
+    or "half_d" (JSQ(2) or JSQ(d/2) in place of JSQ(d) at each point, its first cf_replicas samples,
+    capped at cf_cap x the right model's largest meeting time there) or "d_fixed" (d held at the first
+    point's d: that point's samples and dynamics at every point, new coupling draws, capped as the
+    point asked for)."""
     P = ctx["P"]
-    if model == "jsq2":
+    if model in ("jsq2", "half_d"):
         todo = [j for j, r in enumerate(right) if r is not None]
-        R = P["cf_replicas"]
+        R = R or P["cf_replicas"]
         caps = {
             j: int(P["cf_cap"] * np.max(np.where(np.isfinite(right[j]["T"]), right[j]["T"], 0), initial=1))
             for j in todo
@@ -287,7 +386,7 @@ def _on_samples(
         for i in idx:
             j = todo[i]
             base = points[src[j]]
-            run_as = point_of("jsq2", base) if model == "jsq2" else base
+            run_as = base if model == "d_fixed" else point_of(model, base)
             T = good_start_times(
                 base, np.asarray(right[src[j]]["counts"])[:R], seed=seeds[i], cap=caps[j], run_as=run_as
             )
@@ -311,6 +410,33 @@ def _on_samples(
     return full
 
 
+def _predicted(
+    ctx: dict, name: str, points: Sequence[PointTuple], tag: str, replicas: int
+) -> list[dict | None]:
+    """:func:`predicted_point` at each point (issue 42's sets), capped at cap x k d^(k-1) n ln n."""
+    P, Q = ctx["P"], ctx["P"]["predicted"]
+    caps = [int(P["cap"] * reference_time(*q)) for q in points]
+    seeds = [named_seed(Q["stream"], tag, j, *p) for j, p in enumerate(points)]
+    kw = dict(replicas=replicas, cert_replicas=Q["cert_replicas"], burn_factor=P["burn_factor"],
+              spacing_tau_int=Q["spacing_tau_int"])
+    params = [dict(kw, point=list(p), cap=c) for p, c in zip(points, caps)]
+
+    def compute(idx):
+        return [predicted_point(points[i], seed=seeds[i], cap=caps[i], **kw) for i in idx]
+
+    return _entries(ctx, name, params, seeds, compute)
+
+
+def predicted_points(P: dict) -> tuple[list[PointTuple], list[PointTuple]]:
+    """The predicted-law sets of ``PARAMETERS[mode]``: the family's points and the k = 3 points
+    ((n, d, c) with 1 - lam = c / d^2)."""
+    Q = P["predicted"]
+    fam = Q["family"]
+    family = [family_point(n, fam["alpha"], fam["beta"]) for n in fam["ns"]]
+    k3 = [(int(n), int(d), 1.0 - float(c) / float(d) ** 2) for n, d, c in Q["k3"]]
+    return family, k3
+
+
 @dataclass(frozen=True)
 class RegimeResult:
     """Everything of the study for one ``mode``: ``sweep`` (fixed n and 1 - lam, d varied),
@@ -327,6 +453,12 @@ class RegimeResult:
     family_jsq2: RegimePoints
     hyp_sweep: list
     hyp_family: list
+    #: issue 42's sets, on fresh seeds: the family (with JSQ(d/2) from its samples) and k = 3
+    predicted_family: RegimePoints | None = None
+    predicted_family_half: RegimePoints | None = None
+    predicted_k3: RegimePoints | None = None
+    hyp_predicted_family: list | None = None
+    hyp_predicted_k3: list | None = None
     #: where the long-tier entries read came from (empty when computed here)
     provenance: str = ""
 
@@ -363,6 +495,18 @@ def costs(mode: str) -> dict[tuple[str, int], float]:
             for j, p in enumerate(family)
         }
     )
+    Q = P["predicted"]
+    pf, k3 = predicted_points(P)
+
+    def spaced(p, R):  # certification (pairs of two chains, ~2 T each), burn-in, spacing, R meetings
+        T = predicted_meeting_time(*p).steps
+        spacing = Q["spacing_tau_int"] * linear_noise(*p).tau_int_steps
+        return T * (4 * Q["cert_replicas"] + 2 * b + 2 * R) + R * spacing
+
+    out.update({("02p_family", j): spaced(p, Q["replicas"]) for j, p in enumerate(pf)})
+    out.update({("02p_family_half", j): 2 * Q["cf_replicas"] * predicted_meeting_time(*p).steps
+                for j, p in enumerate(pf)})
+    out.update({("02p_k3", j): spaced(p, Q["k3_replicas"]) for j, p in enumerate(k3)})
     return out
 
 
@@ -397,6 +541,11 @@ def run(mode: str = "full", *, progress: bool = True) -> RegimeResult:
     fixed_pts = [sweep_pts[0]] * len(sweep_pts)
     fixed = _on_samples(ctx, "02r_fixed", sweep_pts, sweep, "sweep", model="d_fixed")
     sj = _on_samples(ctx, "02r_sweep_jsq2", sweep_pts, sweep, "sweep", model="jsq2")
+    Q = P["predicted"]
+    pf_pts, k3_pts = predicted_points(P)
+    pf = _predicted(ctx, "02p_family", pf_pts, "family", Q["replicas"])
+    pf_half = _on_samples(ctx, "02p_family_half", pf_pts, pf, "family", model="half_d", R=Q["cf_replicas"])
+    k3 = _predicted(ctx, "02p_k3", k3_pts, "k3", Q["k3_replicas"])
     H = P["claims"]["hypotheses"]
     return RegimeResult(
         mode=mode,
@@ -408,6 +557,11 @@ def run(mode: str = "full", *, progress: bool = True) -> RegimeResult:
         family_jsq2=_gather(fam_pts, fj, P["cf_replicas"]),
         hyp_sweep=[hypotheses(*p, **H) for p in sweep_pts],
         hyp_family=[hypotheses(*p, **H) for p in fam_pts],
+        predicted_family=_gather(pf_pts, pf, Q["replicas"]),
+        predicted_family_half=_gather(pf_pts, pf_half, Q["cf_replicas"]),
+        predicted_k3=_gather(k3_pts, k3, Q["k3_replicas"]),
+        hyp_predicted_family=[hypotheses(*p, **H) for p in pf_pts],
+        hyp_predicted_k3=[hypotheses(*p, **H) for p in k3_pts],
         provenance=provenance(ctx["records"]),
     )
 

@@ -20,7 +20,15 @@ PointTuple = tuple[int, int, float]
 #: d^(k-1) >= buffer_min (buffer / excursion = sqrt of it >= 3.2; docs/models.md#hypotheses);
 #: ``design``: the d-sweep's own stricter conditions (1-lam) d^(k-1) <= c_design and (1-lam) d^k >=
 #: ln n + log_margin (u_(k+1) absent), checked per point.
+#: Issue 42 (the mixing time predicted, T_pred = tau_fluid (ln SD(N) + C), C = 0; committed before
+#: the runs that judge them): ``ratio_band``: every point's 95% CI of R = T_meet / T_pred within it;
+#: ``ratio_exponent_tol``: the CI of R's exponent in n (the family) within 0 +- this;
+#: ``predicted_exponent_tol``: the d-sweep's exponent of T_meet in d within the exponent T_pred
+#: has at the design's own points +- this (in place of k - 1 +- d_exponent_tol).
 CLAIM_THRESHOLDS = dict(
+    ratio_band=(0.75, 1.33),
+    ratio_exponent_tol=0.15,
+    predicted_exponent_tol=0.15,
     d_exponent_tol=0.3,
     bound_band=0.15,
     iact_halfwidth=0.3,
@@ -48,6 +56,9 @@ PARAMETERS: dict[str, dict[str, Any]] = {
         "cf_cap": 2.0,
         "claims": CLAIM_THRESHOLDS,
         "stream": "mixing_regime/smoke",
+        "predicted": dict(family=dict(alpha=0.5, beta=0.4, ns=[300, 1000]), k3=[[3000, 10, 0.3]],
+                          replicas=4, k3_replicas=2, cf_replicas=2, cert_replicas=1, spacing_tau_int=2.0,
+                          stream="mixing_regime/predicted/smoke"),
     },
     "full": {
         # (1-lam) d = 0.098, 0.17, 0.30; (1-lam) d^2 = 13.7, 42, 128 >= ln n + 1.5 = 13.7;
@@ -64,6 +75,13 @@ PARAMETERS: dict[str, dict[str, Any]] = {
         "cf_cap": 2.0,
         "claims": CLAIM_THRESHOLDS,
         "stream": "mixing_regime",
+        # issue 42, fresh seeds: family A again with 32 replicas (one certified chain per point,
+        # sampled 2 predicted tau_int(N) apart), JSQ(d/2) from its samples, and k = 3 inside the
+        # regime: (n, d, c) with 1 - lam = c/d^2 at the smallest point of the design (c = 0.299,
+        # (1-lam) d^3 = 14.05 >= ln n + 1.5 = 13.93, n (1-lam)^2 d^2 = 10.1 >= 10)
+        "predicted": dict(family=dict(alpha=0.5, beta=0.4, ns=[3000, 10_000, 30_000, 100_000]),
+                          k3=[[250_000, 47, 0.299]], replicas=32, k3_replicas=8, cf_replicas=8,
+                          cert_replicas=2, spacing_tau_int=2.0, stream="mixing_regime/predicted"),
     },
 }
 

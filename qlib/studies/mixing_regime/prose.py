@@ -18,3 +18,17 @@ def findings_markdown(result: RegimeResult) -> str:
     for r in claim_rows(result):
         lines.append(f"- **{r.verdict}** ({r.kind}) — {r.claim}: {r.measured}")
     return "\n".join(lines)
+
+
+def predicted_markdown(result: RegimeResult) -> str:
+    """What section (g) concludes (issue 42): per predicted row its verdict and R, then what the wrong
+    models gave, or what the long tier lacks; every number from the rows."""
+    lines = []
+    for r in claim_rows(result):
+        if "T_meet = tau_fluid ln SD(N)" not in r.claim and "T_pred" not in r.theory:
+            continue
+        lines.append(f"- **{r.verdict}** — {r.claim}: {r.measured.split('; T_pred')[0]}")
+        for c in r.counterfactuals:
+            verdict = c.measured.rsplit("[", 1)[-1].rstrip("]") if "[" in c.measured else ""
+            lines.append(f"  - {'near' if c.near else 'wrong'}: {c.model} → {verdict}")
+    return "\n".join(lines)
