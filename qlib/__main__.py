@@ -78,15 +78,15 @@ def figures_prefix(markdown: str) -> str:
 
 
 def _check_writable_file(path: str) -> None:
-    from qlib.cache import check_writable
+    from qlib.results.cache import check_writable
 
     check_writable(os.path.dirname(os.path.abspath(path)), "output")
 
 
 def figures(only: list[str] | None, smoke: bool) -> int:
     from qlib import notebooks
-    from qlib.cache import check_writable
     from qlib.config import cache_dir, figures_dir
+    from qlib.results.cache import check_writable
 
     # A smoke run is a dry run: it leaves the published notebooks and figures alone.
     env = {"QLIB_FIGURES": tempfile.mkdtemp(prefix="qlib-smoke-")} if smoke else None

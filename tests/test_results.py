@@ -7,7 +7,8 @@ import shutil
 import numpy as np
 import pytest
 
-from qlib import cache, results
+from qlib import results
+from qlib.results import cache
 from qlib.supermarket import simulate, simulate_many
 
 

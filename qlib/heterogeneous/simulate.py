@@ -19,7 +19,6 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from qlib import _rng, _sharding, _validate
-from qlib import cache as _cache
 from qlib.heterogeneous.driver import _drive
 from qlib.heterogeneous.exact import POLICIES, check_rates
 from qlib.heterogeneous.result import ChainState, SimulationResult
@@ -32,6 +31,7 @@ from qlib.heterogeneous.state import (
     _to_kernel,
     _Totals,
 )
+from qlib.results import cache as _cache
 
 #: The smallest share of the total rate Lambda = lam + sum(mu) that lam or any mu_j may have,
 #: and the smallest 1 - rho: 2^-40. Shares are represented to 2^-64, so relative errors <= 2^-24.

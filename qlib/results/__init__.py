@@ -1,13 +1,13 @@
 """Stored results with provenance: ``results/default/`` (what ``make figures`` computes) and
 ``results/long/`` (``make results-long``), beside the code.
 
-An entry is one sweep-cache entry (:mod:`qlib.cache`): ``NAME-KEY.npz`` (the arrays the figures
+An entry is one sweep-cache entry (:mod:`qlib.results.cache`): ``NAME-KEY.npz`` (the arrays the figures
 and claim rows are computed from) and ``NAME-KEY.json`` (its record). KEY hashes the name, the
 parameters and the seed only, so an entry computed by other code is still found, and then
 reported stale instead of silently missed. The record says where the arrays came from: the
 command, commit, versions (qlib, the random streams, JAX, NumPy), parameters, seed, replicas,
 steps, wall and CPU time, the machine, the hash of every array, and per simulated chain
-(:func:`qlib.supermarket.simulate` reports to :func:`qlib.cache.recording`) its start, steps and a
+(:func:`qlib.supermarket.simulate` reports to :func:`qlib.results.cache.recording`) its start, steps and a
 hash of each replica's final counts and random state; plus a checkpoint: the spec of replica 0
 of the first chain and the hash of its state after at most :data:`CHECKPOINT_STEPS` steps, which
 :func:`verify` recomputes in seconds.

@@ -149,7 +149,7 @@ def checkpoint_hashes(specs: Sequence[Mapping]) -> list[str]:
             inits.append(init)
             seeds.append(seed)
         variant = None if var[0] == "model" else EventMap(var[0], float(var[1]))
-        from qlib import cache
+        from qlib.results import cache
 
         with cache.not_recording():
             res = simulate_many(
@@ -169,8 +169,8 @@ def checkpoint_hashes(specs: Sequence[Mapping]) -> list[str]:
 
 
 def _hetero_checkpoint(s: Mapping) -> str:
-    from qlib import cache
     from qlib.heterogeneous.simulate import ChainState, _fresh_state, simulate
+    from qlib.results import cache
 
     st = s["start"]
     start = ChainState(

@@ -35,7 +35,7 @@ def stale_reasons(record: Mapping) -> list[str]:
     """Why a record does not match the running code (empty: it matches). The code version and
     the random streams must match; JAX and NumPy versions are recorded, not required (the
     stored exact arrays do not depend on them: ``make figures`` checks that they reproduce)."""
-    from qlib.cache import versions as v
+    from qlib.results.cache import versions as v
 
     now, then = v(), record.get("versions", {})
     out = [

@@ -154,7 +154,7 @@ def _record_text(record: Mapping) -> str:
 
 
 def _atomic_bytes(path: Path, data: bytes) -> None:
-    from qlib.cache import _atomic_write
+    from qlib.results.cache import _atomic_write
 
     def write(f):
         f.write(data)
@@ -188,7 +188,7 @@ def machine() -> dict:
 
 
 def versions() -> dict:
-    from qlib.cache import versions as v
+    from qlib.results.cache import versions as v
 
     return v() | {"python": platform.python_version()}
 
@@ -202,9 +202,9 @@ def command() -> str:
 def make_record(
     tier: str, name: str, params: Mapping, seed: Any, arrays: Mapping[str, np.ndarray], provenance: Mapping
 ) -> dict:
-    """The record of an entry. ``provenance`` (from :func:`qlib.cache.recording`): wall_s, cpu_s,
+    """The record of an entry. ``provenance`` (from :func:`qlib.results.cache.recording`): wall_s, cpu_s,
     computed_together, simulations (chains), checkpoint."""
-    from qlib.cache import git_commit
+    from qlib.results.cache import git_commit
 
     sims = list(provenance.get("simulations", []))
     rec = {

@@ -34,7 +34,7 @@ MODES = ("full", "smoke")
 
 class ArrayResult:
     """Base of a study's frozen dataclasses whose fields are all arrays: they round-trip through
-    the sweep cache (:func:`qlib.cache.cached` stores a dict of arrays)."""
+    the sweep cache (:func:`qlib.results.cache.cached` stores a dict of arrays)."""
 
     @classmethod
     def from_arrays(cls, arrays: dict[str, np.ndarray]):
@@ -68,7 +68,7 @@ def long_points_read(mode: str) -> bool:
 
 def long_point(read: bool, compute, command: str):
     """``compute()`` for a long-tier point: run as it is where the point is computed, and inside
-    :func:`qlib.cache.stored_only` where it is ``read`` (:func:`long_points_read` says where).
+    :func:`qlib.results.cache.stored_only` where it is ``read`` (:func:`long_points_read` says where).
 
     Returns:
         (value, records of the entries read, "") or, where results/long lacks the point or holds it
@@ -76,7 +76,8 @@ def long_point(read: bool, compute, command: str):
     """
     import contextlib
 
-    from qlib import cache, results
+    from qlib import results
+    from qlib.results import cache
 
     try:
         with cache.stored_only("long") if read else contextlib.nullcontext([]) as records:

@@ -28,8 +28,9 @@ from typing import Any
 
 import numpy as np
 
-from qlib import _rng, cache, stats
+from qlib import _rng, stats
 from qlib.claims import ClaimRow, ClaimSpec
+from qlib.results import cache
 from qlib.studies import ArrayResult, check_mode
 from qlib.supermarket import (
     exact_equilibrium,

@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from qlib import _validate as V
-from qlib import cache as _cache
+from qlib.results import cache as _cache
 from qlib.supermarket import chain as K
 from qlib.supermarket.initial import (
     counts_all_at,

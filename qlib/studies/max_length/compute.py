@@ -11,9 +11,10 @@ from typing import Any
 import numpy as np
 
 from qlib import _validate as V
-from qlib import cache, results
+from qlib import results
 from qlib._rng import named_seed
 from qlib.config import scale
+from qlib.results import cache
 from qlib.studies import ArrayResult, check_mode, long_point, long_points_read
 from qlib.studies.max_length.parameters import (
     PARAMETERS,

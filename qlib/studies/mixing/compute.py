@@ -10,9 +10,9 @@ from typing import Any
 
 import numpy as np
 
-from qlib import cache
 from qlib._rng import named_seed
 from qlib.config import scale
+from qlib.results import cache
 from qlib.studies import ArrayResult, check_mode
 from qlib.studies.mixing.parameters import PARAMETERS, PointTuple, family_point, reference_time
 from qlib.studies.wrong_models import point_of

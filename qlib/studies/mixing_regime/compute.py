@@ -11,8 +11,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from qlib import cache, results
+from qlib import results
 from qlib._rng import named_seed
+from qlib.results import cache
 from qlib.stats import integrated_autocorrelation_time
 from qlib.studies import check_mode
 from qlib.studies.mixing.parameters import family_point, reference_time

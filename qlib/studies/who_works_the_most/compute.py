@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from qlib import _validate, cache
+from qlib import _validate
 from qlib._rng import named_seed
 from qlib.config import scale
 from qlib.heterogeneous import (
@@ -24,6 +24,7 @@ from qlib.heterogeneous import (
     simulate,
     wait_probability,
 )
+from qlib.results import cache
 from qlib.studies import check_mode
 
 INFORMED_MAX_N = 10  # the informed rules have no product form: generator solve over 2^n busy sets
