@@ -33,7 +33,7 @@ EXIT_PASS, EXIT_FAIL, EXIT_ERROR = 0, 1, 2
 
 def reproduce(quick: bool, markdown: str | None = None, json_path: str | None = None,
               update_readme: bool = False) -> int:
-    from qlib import claims
+    from qlib import claims, claims_table
 
     for path in (markdown, json_path):
         if path:
@@ -42,7 +42,7 @@ def reproduce(quick: bool, markdown: str | None = None, json_path: str | None = 
     t0 = time.perf_counter()
     rows = claims.collect("smoke" if quick else "full",
                           progress=lambda title: print(f"[qlib] checking {title} ...", flush=True))
-    print(claims.to_text(rows))
+    print(claims_table.to_text(rows))
     print(f"[qlib] {time.perf_counter() - t0:.0f} s ({'quick' if quick else 'full'} mode)")
     if markdown:
         with open(markdown, "w") as f:
@@ -54,16 +54,16 @@ def reproduce(quick: bool, markdown: str | None = None, json_path: str | None = 
                     "theorem's hypotheses), and, collapsed, the same criterion on deliberately wrong models "
                     "(far ones must fail; near ones, plausible bugs, give the row's resolution). Identities, "
                     "measurements and sanity checks are counted apart.\n\n"
-                    + claims.to_markdown(rows, figures=figures_prefix(markdown)))
+                    + claims_table.to_markdown(rows, figures=figures_prefix(markdown)))
         print(f"[qlib] wrote {markdown}")
     if json_path:
         with open(json_path, "w") as f:
-            f.write(claims.to_json(rows))
+            f.write(claims_table.to_json(rows))
     if update_readme:  # the README shows the summary only; the whole table is figures/claims.md
         readme = ROOT / "README.md"
         text = readme.read_text()
         if README_START in text and README_END in text:
-            md = claims.summary_markdown(rows, figures="figures/")
+            md = claims_table.summary_markdown(rows, figures="figures/")
             text = re.sub(re.escape(README_START) + ".*?" + re.escape(README_END),
                           lambda _: README_START + "\n" + md + README_END, text, flags=re.S)
             readme.write_text(text)
@@ -157,7 +157,7 @@ def main(argv: list[str] | None = None) -> int:
         if a.cmd == "reproduce":
             return reproduce(a.quick, a.markdown, a.json)
         if a.cmd in ("results-long", "results"):
-            from qlib.results import cli
+            from qlib.results.long import cli
 
             return cli(a)
         from qlib import results  # make figures recomputes results/default and compares (docs/running.md)

@@ -57,7 +57,7 @@ def claims_table(rows, columns=CLAIM_COLUMNS):
     """A notebook's claim rows, compact: a pandas Styler of ``columns`` (claim, measured,
     threshold, verdict) whose text wraps to the notebook's width, with a fixed id (the same
     rows give the same HTML, so an executed notebook does not change between runs)."""
-    from qlib.claims import to_dataframe
+    from qlib.claims_table import to_dataframe
 
     df = to_dataframe(rows)
     df = df[[c for c in columns if c in df]]

@@ -102,7 +102,7 @@ def long_smoke(tiers, monkeypatch):
 
 def test_long_points_are_read_from_results_long_and_never_computed(long_smoke, monkeypatch):
     from qlib import results
-    from qlib.results import cache
+    from qlib.results import cache, long
 
     FC = long_smoke
     monkeypatch.setattr(FC, "long_read_only", lambda mode: True)  # as full mode outside the long run
@@ -119,7 +119,7 @@ def test_long_points_are_read_from_results_long_and_never_computed(long_smoke, m
 
     # the long run computes it (and the wrong models at the new largest n), point by point
     monkeypatch.setattr(FC, "long_read_only", lambda mode: results.write_tier() != "long")
-    results.run_long([("families", lambda: FC.run("smoke", progress=False))], scale=1.0,
+    long.run_long([("families", lambda: FC.run("smoke", progress=False))], scale=1.0,
                      out=lambda *a, **k: None)
     # (the default points land there too here: this test's results/default is empty)
     at = sorted(e.stem.name.split("-")[0] for e in results.entries("long")

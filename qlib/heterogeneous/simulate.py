@@ -18,7 +18,7 @@ import jax.numpy as jnp
 import numpy as np
 from numpy.typing import ArrayLike
 
-from qlib import _rng, _sharding, _validate
+from qlib import _rng, _sharding, _validate, simulations
 from qlib.heterogeneous.driver import _drive
 from qlib.heterogeneous.exact import POLICIES, check_rates
 from qlib.heterogeneous.result import ChainState, SimulationResult
@@ -31,7 +31,6 @@ from qlib.heterogeneous.state import (
     _to_kernel,
     _Totals,
 )
-from qlib.results import cache as _cache
 
 #: The smallest share of the total rate Lambda = lam + sum(mu) that lam or any mu_j may have,
 #: and the smallest 1 - rho: 2^-40. Shares are represented to 2^-64, so relative errors <= 2^-24.
@@ -504,8 +503,7 @@ def simulate(lam: float, mus: ArrayLike, *, steps: int, replicas: int | None = N
         busy_fraction=(tot_busy / steps).T[:, inv], throughput=(tot_done / time).T[:, inv],
         mean_queue=tot_q / steps, wait_fraction=wait_fraction, arrivals=tot_arr,
         time=np.full(replicas, time), state=state)
-    _cache.report_heterogeneous(res, start, routing_exponent,
-                                seeded=initial is None)  # provenance (cache.recording)
+    simulations.ran_heterogeneous(res, start, routing_exponent, seeded=initial is None)  # whoever listens
     return res
 
 

@@ -11,6 +11,8 @@ from typing import Any
 
 import numpy as np
 
+from qlib import _rng, simulations
+from qlib.heterogeneous.simulate import ChainState, _fresh_state, simulate
 from qlib.results.store import (
     CHECKPOINT_STEPS,
     Entry,
@@ -20,6 +22,9 @@ from qlib.results.store import (
     entry_key,
     state_hash,
 )
+from qlib.supermarket.chain import EventMap
+from qlib.supermarket.point import Point
+from qlib.supermarket.simulation import SupermarketResult, simulate_many
 
 # --------------------------------------------------------------------------- verify
 
@@ -102,11 +107,6 @@ def checkpoint_spec(chain: Mapping, start_counts: Any, start_state: int) -> dict
 def checkpoint_hashes(specs: Sequence[Mapping]) -> list[str]:
     """Recompute each spec (replica 0 from its start for ``steps`` steps) and hash its counts and
     random state; specs of one sampling rule, variant and capacity run as lanes of one kernel."""
-    from qlib import _rng
-    from qlib.supermarket.chain import EventMap
-    from qlib.supermarket.point import Point
-    from qlib.supermarket.simulation import SupermarketResult, simulate_many
-
     out: list[str | None] = [None] * len(specs)
     groups: dict[tuple, list[int]] = {}
     for i, s in enumerate(specs):
@@ -149,9 +149,7 @@ def checkpoint_hashes(specs: Sequence[Mapping]) -> list[str]:
             inits.append(init)
             seeds.append(seed)
         variant = None if var[0] == "model" else EventMap(var[0], float(var[1]))
-        from qlib.results import cache
-
-        with cache.not_recording():
+        with simulations.listening(None):  # a check, not part of what a record records
             res = simulate_many(
                 pts,
                 steps=[int(specs[i]["steps"]) for i in idx],
@@ -169,9 +167,6 @@ def checkpoint_hashes(specs: Sequence[Mapping]) -> list[str]:
 
 
 def _hetero_checkpoint(s: Mapping) -> str:
-    from qlib.heterogeneous.simulate import ChainState, _fresh_state, simulate
-    from qlib.results import cache
-
     st = s["start"]
     start = ChainState(
         rng=np.array([int(st["rng"])], np.uint64),
@@ -182,7 +177,7 @@ def _hetero_checkpoint(s: Mapping) -> str:
     kw = dict(
         steps=int(s["steps"]), policy=s["policy"], routing_exponent=s["routing_exponent"], progress=False
     )
-    with cache.not_recording():
+    with simulations.listening(None):  # a check, not part of what a record records
         if s["seeded"]:  # from its seed: the start must be replica 0's fresh state of that seed
             if hetero_state_hash(start, 0) != hetero_state_hash(
                 _fresh_state(int(s["seed"]), 1, len(s["mus"]), s["policy"]), 0

@@ -44,9 +44,6 @@ class _Progress:
         )
 
 
-_PROGRESS: _Progress | None = None
-
-
 def long_jobs(only: Sequence[str] | None = None) -> list[tuple[str, str]]:
     """(title, module) of the studies a long run runs (:data:`qlib.claims.STUDIES`), those whose
     title or module contains one of ``only``."""
@@ -96,13 +93,12 @@ def run_long(jobs: Sequence[tuple[str, Any]], *, scale: float, mode: str = "full
 
     from qlib.config import SCALE_ENV
 
-    global _PROGRESS
     modules = [m for _, m in jobs if isinstance(m, str)]
     os.environ[SCALE_ENV] = repr(float(scale))
     line = f"python -m qlib results-long --scale {scale:g}" + (f" ({mode} mode)" if mode != "full" else "")
-    _PROGRESS = _Progress(estimate_work(modules, scale), out=out)
+    progress = _Progress(estimate_work(modules, scale), out=out)
     try:
-        with writing("long", line, out=out):
+        with writing("long", line, out=out, on_stored=progress.update):
             for title, job in jobs:
                 out(f"[qlib] results-long: {title}", flush=True)
                 os.environ[STUDY_ENV] = job if isinstance(job, str) else title
@@ -113,7 +109,6 @@ def run_long(jobs: Sequence[tuple[str, Any]], *, scale: float, mode: str = "full
                     fn()
     finally:
         os.environ.pop(STUDY_ENV, None)
-        _PROGRESS = None
 
 
 # --------------------------------------------------------------------------- command line

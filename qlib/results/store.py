@@ -11,17 +11,22 @@ import io
 import json
 import os
 import platform
+import subprocess
 import sys
+import tempfile
 import time
 import zipfile
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import jax
 import numpy as np
 
+import qlib
 from qlib.config import ROOT
+from qlib.supermarket import chain
 
 TIERS = ("default", "long")
 #: Relative tolerance (to the largest magnitude of the array) of a recomputed float array.
@@ -153,14 +158,30 @@ def _record_text(record: Mapping) -> str:
     return json.dumps(record, indent=1, sort_keys=True) + "\n"
 
 
-def _atomic_bytes(path: Path, data: bytes) -> None:
-    from qlib.results.cache import _atomic_write
+def atomic_write(path: Path, write: Callable[[Any], None], binary: bool) -> None:
+    """Write ``path`` through a temporary file in its folder renamed over it (``os.replace`` is
+    atomic): a reader sees the old file or the whole new one, never a part."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb" if binary else "w") as f:
+            write(f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
 
+
+def _atomic_bytes(path: Path, data: bytes) -> None:
     def write(f):
         f.write(data)
         os.fchmod(f.fileno(), 0o644)  # a file of the repository, not a private temporary
 
-    _atomic_write(path, write, binary=True)
+    atomic_write(path, write, binary=True)
 
 
 # --------------------------------------------------------------------------- the record
@@ -178,8 +199,6 @@ def machine() -> dict:
         pass
     out = {"platform": platform.platform(), "cpu": cpu, "cores": os.cpu_count()}
     try:
-        import jax
-
         devs = jax.devices()
         out["devices"] = f"{len(devs)} x {devs[0].device_kind}"
     except Exception:  # noqa: BLE001 (no device information: still a record)
@@ -187,10 +206,25 @@ def machine() -> dict:
     return out
 
 
-def versions() -> dict:
-    from qlib.results.cache import versions as v
+def code_versions() -> dict[str, str]:
+    """What a cached number depends on besides its parameters: the code (qlib's version and the
+    version of the random streams), jax and numpy (a sweep-cache key hashes them)."""
+    return {"qlib": qlib.__version__, "streams": str(chain.STREAM_VERSION), "jax": jax.__version__,
+            "numpy": np.__version__}
 
-    return v() | {"python": platform.python_version()}
+
+def git_commit() -> str:
+    try:
+        out = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True,
+                             text=True, timeout=5)
+        return out.stdout.strip() or "unknown"
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+
+
+def versions() -> dict:
+    """:func:`code_versions` and Python's: what a stored record names."""
+    return code_versions() | {"python": platform.python_version()}
 
 
 def command() -> str:
@@ -204,8 +238,6 @@ def make_record(
 ) -> dict:
     """The record of an entry. ``provenance`` (from :func:`qlib.results.cache.recording`): wall_s, cpu_s,
     computed_together, simulations (chains), checkpoint."""
-    from qlib.results.cache import git_commit
-
     sims = list(provenance.get("simulations", []))
     rec = {
         "name": name,

@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from qlib import _validate as V
-from qlib.results import cache as _cache
+from qlib import simulations
 from qlib.supermarket import chain as K
 from qlib.supermarket.initial import (
     counts_all_at,
@@ -551,8 +551,7 @@ def _run(pts: list[_Plan], R: int, replacement: bool, batches: int, record_every
         )
         for j, p in enumerate(pts)
     ]
-    _cache.report_simulation(pts, results, variant,
-                             capacity)  # provenance of stored results (cache.recording)
+    simulations.ran_supermarket(pts, results, variant, capacity)  # whoever listens (e.g. a provenance record)
     return results
 
 
