@@ -18,7 +18,7 @@ import io
 
 import numpy as np
 
-from qlib.slider_theory import (  # noqa: F401  (re-exported: the explorers' tested functions)
+from qlib.supermarket.regime import (  # noqa: F401  (re-exported: the explorers' tested functions)
     ProfileView,
     RefinedProfile,
     _exact,
