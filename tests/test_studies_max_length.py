@@ -13,6 +13,7 @@ import pytest
 
 import qlib.supermarket as sm
 from qlib.studies import max_length as eq
+from qlib.supermarket import regime
 
 Z = 5.0
 TOL = eq.PARAMETERS["smoke"]["claims"]["profile"]["tolerance"]
@@ -50,11 +51,11 @@ def test_profile_view_bad_input(kw, name):
 def test_fluid_max_length_brute_force():
     for n, d, lam in [(10**4, 2, 0.9), (10**4, 1000, 0.9), (10**6, 10, 0.99), (50, 3, 0.5)]:
         s = sm.fluid_fixed_point(d, lam, 40)
-        assert eq.fluid_max_length(n, d, lam) == max(i for i in range(41) if n * s[i] >= 0.5)
+        assert regime.fluid_max_length(n, d, lam) == max(i for i in range(41) if n * s[i] >= 0.5)
     # d = 1: geometric tail lam^i
-    assert eq.fluid_max_length(1000, 1, 0.5) == max(i for i in range(40) if 1000 * 0.5**i >= 0.5)
+    assert regime.fluid_max_length(1000, 1, 0.5) == max(i for i in range(40) if 1000 * 0.5**i >= 0.5)
     with pytest.raises(ValueError, match="lam"):
-        eq.fluid_max_length(100, 2, 1.5)
+        regime.fluid_max_length(100, 2, 1.5)
 
 
 def test_interactive_run_shapes_seed_and_coverage():

@@ -12,15 +12,16 @@ import pytest
 import qlib.supermarket as sm
 from qlib import stats
 from qlib.studies import mixing as study
+from qlib.supermarket import regime
 
 LEVELS = 14
 
 
 def test_family_point_and_scales():
-    n, d, lam = study.family_point(10_000, 0.75, 0.5)
+    n, d, lam = regime.family_point(10_000, 0.75, 0.5)
     assert (n, d) == (10_000, 100) and lam == pytest.approx(1 - 1e-3)
-    assert study.reference_time(n, d, lam) == pytest.approx(2 * 100 * n * np.log(n))
-    assert study.lower_time(n, d, lam) == pytest.approx(n * lam * 100)
+    assert regime.reference_time(n, d, lam) == pytest.approx(2 * 100 * n * np.log(n))
+    assert regime.lower_time(n, d, lam) == pytest.approx(n * lam * 100)
 
 
 def test_stationary_samples_have_the_exact_mean():
@@ -148,7 +149,7 @@ def test_summary_is_the_numbers_of_the_result(smoke):
         ok = np.isfinite(T[j])
         assert g.met[j] == ok.mean() and g.T_mean[j] == T[j][ok].mean()
         n, d, lam = int(smoke.good.n[j]), int(smoke.good.d[j]), float(smoke.good.lam[j])
-        assert g.T_over_upper[j] == g.T_mean[j] / study.reference_time(n, d, lam)
+        assert g.T_over_upper[j] == g.T_mean[j] / regime.reference_time(n, d, lam)
     lo = df[df.set == "lower"].reset_index(drop=True)
     assert np.array_equal(lo.crossing_good, smoke.lower.crossing_good)
     assert np.array_equal(lo.crossing_stationary, smoke.lower.crossing_stationary)

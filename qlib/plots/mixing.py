@@ -12,8 +12,9 @@ import numpy as np
 
 from qlib import stats
 from qlib.plots import plain_log_ticks
-from qlib.studies.mixing import Exploration, MeetingTimes, MixingResult, lower_time, reference_time
+from qlib.studies.mixing import Exploration, MeetingTimes, MixingResult
 from qlib.supermarket.refined import relaxation_time
+from qlib.supermarket.regime import lower_time, reference_time
 from qlib.supermarket.theory import steps_per_time
 
 STEPS = "jump-chain steps; 1 time unit = (1+λ)n steps"

@@ -41,6 +41,7 @@ from qlib.claims import ClaimRow, ClaimSpec, Counterfactual
 from qlib.config import scale
 from qlib.studies import check_mode
 from qlib.supermarket import predicted_max_length, relaxation_time, simulate_many
+from qlib.supermarket.regime import family_point
 from qlib.supermarket.simulation import SupermarketResult
 from qlib.supermarket.theory import steps_per_time
 from qlib.supermarket.variants import NEAR, NEAR_MODELS, name_of
@@ -117,7 +118,7 @@ def claim_points(mode: str, studies: Sequence[str] = ("max_length", "mixing", "f
             add("max_length: finite n", (n, fn["d"], fn["lam"]))
         fm = P["family"]
         for n in fm["ns"]:
-            add("max_length: family", ml.family_point(n, fm["alpha"], fm["beta"]))
+            add("max_length: family", family_point(n, fm["alpha"], fm["beta"]))
         fe = P["from_empty"]
         add("max_length: from empty", (fe["n"], fe["d"], fe["lam"]))
     if "mixing" in studies:
@@ -127,7 +128,7 @@ def claim_points(mode: str, studies: Sequence[str] = ("max_length", "mixing", "f
         fam = P["family"]
         ns = list(fam["ns"]) + list(P["lower"]["ns"]) + [P["tail"]["n"]] + list(P["good_set"]["ns"])
         for n in ns:
-            add("mixing: family", mx.family_point(n, fam["alpha"], fam["beta"]))
+            add("mixing: family", family_point(n, fam["alpha"], fam["beta"]))
         ds = P["d_sweep"]
         for d in ds["ds"]:
             add("mixing: d sweep", (ds["n"], d, 1.0 - ds["one_minus_lam"]))

@@ -1,21 +1,36 @@
-"""The theory the notebooks' sliders draw, in NumPy: no JAX compile per slider value.
+"""The regime of Brightwell & Luczak's theorems, in one place: k, c, the hypotheses H0-H3, the
+paper's families of points, the mixing-time scales, and the fluid views the sliders draw.
 
-The refined mean field's 1/n and 1/n^2 terms from closed-form derivatives
-(:func:`refined_profile`), the profile view of notebook 01 (fluid, refined, asymptotic, exact at
-small n: :func:`profile_view`) and the mixing-time scales of notebook 02 (:func:`mixing_scales`).
-tests/test_explorers.py checks them against :func:`qlib.supermarket.refined_mean_field` and the
-study's own view; :mod:`qlib.explorers` wires them to widgets.
+- k = ceil(log(1/(1-lam)) / log d) (:func:`qlib.supermarket.predicted_max_length`) and
+  c = (1-lam) d^(k-1) (:func:`c_of`);
+- the family lam = 1 - n^(-alpha), d = floor(n^beta) (:func:`family_point`) and its exponent
+  gamma (:func:`gamma`);
+- the fluid maximum at n queues (:func:`fluid_max_length`);
+- the working hypotheses H0-H3 (docs/models.md#hypotheses), at one point (:func:`hypotheses`)
+  and along a family (:func:`family_hypotheses`), and :func:`inside`;
+- the mixing-time scales: the upper bound's k d^(k-1) n ln n (:func:`reference_time`), the lower
+  bound's n (lam d)^(k-1) (:func:`lower_time`), in jump-chain steps;
+- in NumPy, for the sliders (no JAX compile per slider value): the refined mean field's 1/n and
+  1/n^2 terms from closed-form derivatives and the relaxation time (:func:`refined_profile`),
+  the profile view of notebook 01 (:func:`profile_view`) and the scales of notebook 02
+  (:func:`mixing_scales`). tests/test_explorers.py checks them against
+  :func:`qlib.supermarket.refined_mean_field` and the max-length study's own view;
+  :mod:`qlib.explorers` wires them to widgets.
+
+The studies take this theory from here, never from each other.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from scipy.linalg import solve_continuous_lyapunov
 
 from qlib import _validate as V
+from qlib.supermarket.point import as_point
 from qlib.supermarket.refined import _levels_for, _second_order
 from qlib.supermarket.theory import (
     asymptotic_profile,
@@ -24,7 +39,113 @@ from qlib.supermarket.theory import (
     predicted_max_length,
 )
 
-# --------------------------------------------------------------------------- theory (NumPy)
+PointTuple = tuple[int, int, float]
+
+# --------------------------------------------------------------------------- k, c and the families
+
+
+def c_of(d: int, lam: float) -> float:
+    """c = (1-lam) d^(k-1): how deep in its k-window the point sits (small c: far from the
+    boundary (1-lam) d^(k-1) = 1 below it)."""
+    k = int(predicted_max_length(d, lam))
+    return (1.0 - lam) * float(d) ** (k - 1)
+
+
+def family_point(n: int, alpha: float, beta: float) -> PointTuple:
+    """The paper's family: lam = 1 - n^(-alpha), d = floor(n^beta) (at least 2); k = ceil(alpha/beta)
+    for large n."""
+    n = V.integer("n", n, low=2)
+    return n, max(2, int(math.floor(n**beta + 1e-9))), 1.0 - n ** (-alpha)
+
+
+def gamma(alpha: float, beta: float) -> float:
+    """gamma = 1 - 2 alpha + (k-1) beta: the exponent of n (1-lam)^2 d^(k-1) = (buffer/excursion)^2
+    along the family, so buffer/excursion = n^(gamma/2)."""
+    k = math.ceil(alpha / beta - 1e-12)
+    return 1.0 - 2.0 * alpha + (k - 1) * beta
+
+
+def fluid_max_length(n: int, d: int, lam: float) -> int:
+    """The largest i with n s_i >= 1/2: the maximum queue length that the fluid fixed point
+    predicts for n queues (the level where the expected count of longer queues drops below 1/2)."""
+    n, d, lam = as_point(n, d, lam).as_tuple()
+    if d == 1:
+        return int(math.floor(math.log(0.5 / n) / math.log(lam)))
+    L = 4
+    while True:
+        s = fluid_fixed_point(d, lam, L)
+        if n * s[-1] < 0.5:
+            return int(np.nonzero(n * s >= 0.5)[0][-1])
+        L *= 2
+
+
+# --------------------------------------------------------------------------- the hypotheses H0-H3
+
+
+def hypotheses(n: int, d: int, lam: float, *, c_max: float, buffer_min: float) -> dict[str, Any]:
+    """H0-H3 at one point (docs/models.md#hypotheses), each a boolean, with the numbers compared.
+
+    H0: k = ceil(log(1/(1-lam))/log d) >= 2 and d >= 2 (k - 1 >= 1: a d-dependence to see);
+    H1: c = (1-lam) d^(k-1) <= c_max; H2: the fluid maximum at this n is k; H3: the buffer
+    n (1-lam) d^(k-1) over the excursion scale sqrt(n d^(k-1)) is at least sqrt(buffer_min).
+    """
+    k = int(predicted_max_length(d, lam)) if d > 1 else 0
+    c = (1.0 - lam) * float(d) ** (k - 1)
+    buf = n * (1.0 - lam) ** 2 * float(d) ** (k - 1)
+    return {
+        "H0": bool(d >= 2 and k >= 2),
+        "H1": bool(c <= c_max),
+        "H2": bool(d >= 2 and fluid_max_length(n, d, lam) == k),
+        "H3": bool(buf >= buffer_min),
+        "k": k,
+        "c": c,
+        "eps_dk": (1.0 - lam) * float(d) ** k,
+        "log_n": math.log(n),
+        "buffer_over_excursion": math.sqrt(buf),
+    }
+
+
+def family_hypotheses(n: int, d: int, lam: float, alpha: float, beta: float, *, c_max: float,
+                      gamma_min: float) -> dict[str, Any]:
+    """H0-H3 at (n, d, lam) on the family (alpha, beta), each a boolean, with the numbers compared
+    (docs/models.md#hypotheses): H1 and H2 as at a point (:func:`hypotheses`); H0 also asks that
+    alpha/beta is not an integer (the family stays off a boundary) and that k is the family's
+    ceil(alpha/beta); H3 is its asymptotic form, the exponent gamma of (buffer/excursion)^2 above
+    ``gamma_min`` (the buffer outgrows the excursions along the family)."""
+    k_fam = math.ceil(alpha / beta - 1e-12)
+    k = int(predicted_max_length(d, lam))
+    eps = 1.0 - lam
+    c = eps * d ** (k - 1)
+    fm = fluid_max_length(n, d, lam)
+    g = gamma(alpha, beta)
+    return {"H0": bool(0 < alpha <= 1 and 0 < beta <= 1 and abs(alpha / beta - round(alpha / beta)) > 1e-9
+                       and k == k_fam),
+            "H1": bool(c <= c_max), "H2": bool(fm == k), "H3": bool(g > gamma_min),
+            "k": k, "c": c, "eps_dk": eps * d**k, "log_n": math.log(n), "fluid_max": fm, "gamma": g,
+            "buffer_over_excursion": math.sqrt(n * eps**2 * d ** (k - 1))}
+
+
+def inside(h: dict) -> bool:
+    """Whether a point is inside H0-H3 (``h`` from :func:`hypotheses` or :func:`family_hypotheses`)."""
+    return bool(h["H0"] and h["H1"] and h["H2"] and h["H3"])
+
+
+# --------------------------------------------------------------------------- the mixing-time scales
+
+
+def reference_time(n: int, d: int, lam: float) -> float:
+    """The upper bound's scale k d^(k-1) n ln n (jump-chain steps)."""
+    k = int(predicted_max_length(d, lam))
+    return k * float(d) ** (k - 1) * n * math.log(n)
+
+
+def lower_time(n: int, d: int, lam: float) -> float:
+    """The lower bound's scale n (lam d)^(k-1) (jump-chain steps)."""
+    k = int(predicted_max_length(d, lam))
+    return n * (lam * d) ** (k - 1)
+
+
+# --------------------------------------------------------------------------- the sliders' theory (NumPy)
 
 
 def _falling(d: int, k: int) -> float:
@@ -117,16 +238,6 @@ def refined_profile(d: int, lam: float, levels: int | None = None) -> RefinedPro
     )
 
 
-def fluid_max_length(n: int, d: int, lam: float) -> int:
-    """The largest i with n s_i >= 1/2 (as :func:`qlib.studies.max_length.fluid_max_length`)."""
-    L = 4
-    while True:
-        s = fluid_fixed_point(d, lam, L)
-        if n * s[-1] < 0.5:
-            return int(np.nonzero(n * s >= 0.5)[0][-1])
-        L *= 2
-
-
 @dataclass(frozen=True)
 class ProfileView:
     """What notebook 01's sliders show for (1-lam, d, n) (the fields of
@@ -185,10 +296,9 @@ def mixing_scales(n: int, d: int, lam: float) -> dict[str, float]:
     """Notebook 02's theory lines, in steps of the jump chain ((1+lam) n steps per unit time):
     the lower bound's scale n (lam d)^(k-1), the upper bound's k d^(k-1) n ln n, and the drain
     time (1+lam) n/(1-lam) of a start with the wrong number of customers."""
-    k = int(predicted_max_length(d, lam))
     return {
-        "k": k,
-        "lower": n * (lam * d) ** (k - 1),
-        "upper": k * d ** (k - 1) * n * math.log(n),
+        "k": int(predicted_max_length(d, lam)),
+        "lower": lower_time(n, d, lam),
+        "upper": reference_time(n, d, lam),
         "drain": (1 + lam) * n / (1 - lam),
     }

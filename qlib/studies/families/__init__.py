@@ -40,9 +40,6 @@ from qlib.studies.families.compute import (
     Family,
     customers_sd,
     family_ns,
-    family_point,
-    gamma,
-    hypotheses,
     long_cost,
     long_read_only,
     run,
@@ -58,6 +55,6 @@ from qlib.studies.families.prose import (
 from qlib.studies.wrong_models import WRONG_MODELS
 
 __all__ = ["methods_markdown", "PARAMETERS", "CLAIMS", "WRONG_MODELS", "Family", "FamiliesResult",
-           "CustomersSD", "run", "claim_rows", "family_point", "family_ns", "gamma", "hypotheses", "slope_ci",
+           "CustomersSD", "run", "claim_rows", "family_ns", "slope_ci",
            "long_cost", "long_read_only", "long_points_markdown",
            "summary_table", "summary", "findings_markdown", "customers_sd"]

@@ -16,9 +16,10 @@ from qlib._rng import named_seed
 from qlib.config import scale
 from qlib.results import cache
 from qlib.studies import ArrayResult, check_mode, long_point, long_points_read
-from qlib.studies.max_length import Estimates, estimates, fluid_max_length
+from qlib.studies.max_length import Estimates, estimates
 from qlib.studies.wrong_models import WRONG_MODELS, point_of
-from qlib.supermarket import predicted_max_length, relaxation_time, simulate
+from qlib.supermarket import relaxation_time, simulate
+from qlib.supermarket.regime import family_hypotheses, family_point, gamma
 
 PointTuple = tuple[int, int, float]
 
@@ -87,18 +88,6 @@ PARAMETERS: dict[str, dict[str, Any]] = {
 }
 
 #: The wrong models (far and near): :data:`qlib.studies.wrong_models.WRONG_MODELS`.
-
-
-def family_point(n: int, alpha: float, beta: float) -> tuple[int, int, float]:
-    """(n, d, lam) = (n, floor(n^beta), 1 - n^-alpha) (d at least 2)."""
-    return int(n), max(2, int(math.floor(n**beta + 1e-9))), 1.0 - float(n) ** (-alpha)
-
-
-def gamma(alpha: float, beta: float) -> float:
-    """gamma = 1 - 2 alpha + (k-1) beta: the exponent of n (1-lam)^2 d^(k-1) = (buffer/excursion)^2, so
-    buffer/excursion = n^(gamma/2)."""
-    k = math.ceil(alpha / beta - 1e-12)
-    return 1.0 - 2.0 * alpha + (k - 1) * beta
 
 
 def family_ns(mode: str, name: str) -> list[int]:
@@ -189,23 +178,6 @@ class FamiliesResult:
 
     def family(self, name: str) -> Family:
         return next(f for f in self.families if f.name == name)
-
-
-def hypotheses(n: int, d: int, lam: float, alpha: float, beta: float, *, c_max: float,
-               gamma_min: float) -> dict[str, Any]:
-    """The working hypotheses H0-H3 at (n, d, lam) on the family (alpha, beta), each a boolean,
-    with the numbers they compare (docs/models.md#hypotheses)."""
-    k_fam = math.ceil(alpha / beta - 1e-12)
-    k = int(predicted_max_length(d, lam))
-    eps = 1.0 - lam
-    c = eps * d ** (k - 1)
-    fm = fluid_max_length(n, d, lam)
-    g = gamma(alpha, beta)
-    return {"H0": bool(0 < alpha <= 1 and 0 < beta <= 1 and abs(alpha / beta - round(alpha / beta)) > 1e-9
-                       and k == k_fam),
-            "H1": bool(c <= c_max), "H2": bool(fm == k), "H3": bool(g > gamma_min),
-            "k": k, "c": c, "eps_dk": eps * d**k, "log_n": math.log(n), "fluid_max": fm, "gamma": g,
-            "buffer_over_excursion": math.sqrt(n * eps**2 * d ** (k - 1))}
 
 
 def customers_sd(name: str, points: Sequence[tuple[int, int, float]], *, replicas: int, seeds: Sequence[int],
@@ -338,9 +310,9 @@ def run(mode: str = "full", *, progress: bool = True) -> FamiliesResult:
     for name, fam in P["families"].items():
         a, b = fam["alpha"], fam["beta"]
         pts, est, sd, missing, records = _family_points(mode, name, fam, progress=progress)
-        hyp = [hypotheses(n, d, lam, a, b, **H) for n, d, lam in pts]
+        hyp = [family_hypotheses(n, d, lam, a, b, **H) for n, d, lam in pts]
         design_top = family_point(family_ns(mode, name)[-1], a, b)
-        design_hyp = hypotheses(*design_top, a, b, **H)
+        design_hyp = family_hypotheses(*design_top, a, b, **H)
         wrong = {}
         if all(design_hyp[h] for h in ("H0", "H1", "H2", "H3")) and not missing:
             wrong, read = _wrong_models(mode, name, design_top, bool(P["long"]["ns"].get(name)),

@@ -19,7 +19,6 @@ from qlib.studies import ArrayResult, check_mode, long_point, long_points_read
 from qlib.studies.max_length.parameters import (
     PARAMETERS,
     PointTuple,
-    family_point,
     family_sizes,
     sweep_points,
 )
@@ -28,6 +27,7 @@ from qlib.supermarket import simulate
 from qlib.supermarket.equilibrium import EquilibriumEstimate, estimate_equilibrium_many
 from qlib.supermarket.point import as_point
 from qlib.supermarket.refined import refined_mean_field, relaxation_time
+from qlib.supermarket.regime import family_point, fluid_max_length
 from qlib.supermarket.theory import (
     asymptotic_profile,
     boundary_distance,
@@ -164,20 +164,6 @@ def estimates(name: str, points: Sequence[PointTuple], *, replicas: int, seeds: 
 
 
 # --------------------------------------------------------------------------- theory helpers
-
-def fluid_max_length(n: int, d: int, lam: float) -> int:
-    """The largest i with n s_i >= 1/2: the maximum queue length that the fluid fixed point
-    predicts for n queues (the level where the expected count of longer queues drops below 1/2)."""
-    n, d, lam = as_point(n, d, lam).as_tuple()
-    if d == 1:
-        return int(math.floor(math.log(0.5 / n) / math.log(lam)))
-    L = 4
-    while True:
-        s = fluid_fixed_point(d, lam, L)
-        if n * s[-1] < 0.5:
-            return int(np.nonzero(n * s >= 0.5)[0][-1])
-        L *= 2
-
 
 def _exact_lengths(tail: np.ndarray) -> np.ndarray:
     return tail - np.append(tail[1:], 0.0)

@@ -12,9 +12,9 @@ import numpy as np
 from qlib import stats
 from qlib.claims import ClaimRow, ClaimSpec, Counterfactual, decide_band
 from qlib.studies.mixing.compute import LowerBound, MeetingTimes, MixingResult
-from qlib.studies.mixing.parameters import hypotheses, inside, lower_time, reference_time
 from qlib.studies.wrong_models import WRONG_MODELS, resolution
 from qlib.supermarket.refined import relaxation_time
+from qlib.supermarket.regime import hypotheses, inside, lower_time, reference_time
 from qlib.supermarket.theory import predicted_max_length, steps_per_time
 
 #: the part of a criterion every mixing row shares (docs/models.md#hypotheses)

@@ -8,8 +8,8 @@ import numpy as np
 from qlib import stats
 from qlib.studies.mixing.claims import _met, claim_rows_by_key, tau_d_exponent
 from qlib.studies.mixing.compute import MixingResult
-from qlib.studies.mixing.parameters import lower_time, reference_time
 from qlib.supermarket.refined import relaxation_time
+from qlib.supermarket.regime import lower_time, reference_time
 from qlib.supermarket.theory import steps_per_time
 
 

@@ -23,7 +23,6 @@ import numpy as np
 import pandas as pd
 
 from qlib import stats
-from qlib.studies.mixing.parameters import lower_time, reference_time
 from qlib.studies.mixing_regime.claims import CLAIMS, claim_rows
 from qlib.studies.mixing_regime.compute import (
     LONG_COMMAND,
@@ -39,11 +38,10 @@ from qlib.studies.mixing_regime.parameters import (
     CLAIM_THRESHOLDS,
     PARAMETERS,
     design_holds,
-    hypotheses,
-    inside,
     relaxation_scale,
 )
 from qlib.studies.mixing_regime.prose import findings_markdown
+from qlib.supermarket.regime import hypotheses, inside, lower_time, reference_time
 
 
 def _mean(x: np.ndarray) -> float:
@@ -110,8 +108,6 @@ __all__ = [
     "costs",
     "design_holds",
     "good_start_times",
-    "hypotheses",
-    "inside",
     "measure_point",
     "relaxation_scale",
     "run",

@@ -8,9 +8,9 @@ import numpy as np
 
 from qlib import stats
 from qlib.claims import ClaimRow, ClaimSpec, Counterfactual, combine, decide, decide_band
-from qlib.studies.mixing.parameters import lower_time, reference_time
 from qlib.studies.mixing_regime.compute import LONG_COMMAND, RegimePoints, RegimeResult
-from qlib.studies.mixing_regime.parameters import design_holds, inside, relaxation_scale
+from qlib.studies.mixing_regime.parameters import design_holds, relaxation_scale
+from qlib.supermarket.regime import inside, lower_time, reference_time
 
 REF = (
     "Brightwell & Luczak arXiv:1201.5523 (as summarised; docs/models.md#mixing-time, "
