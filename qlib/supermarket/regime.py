@@ -2,7 +2,7 @@
 paper's families of points, the mixing-time scales, and the fluid views the sliders draw.
 
 - k = ceil(log(1/(1-lam)) / log d) (:func:`qlib.supermarket.predicted_max_length`) and
-  c = (1-lam) d^(k-1) (:func:`c_of`);
+  c = (1-lam) d^(k-1), how deep in its k-window a point sits (in :func:`hypotheses`, H1);
 - the family lam = 1 - n^(-alpha), d = floor(n^beta) (:func:`family_point`) and its exponent
   gamma (:func:`gamma`);
 - the fluid maximum at n queues (:func:`fluid_max_length`);
@@ -42,13 +42,6 @@ from qlib.supermarket.theory import (
 PointTuple = tuple[int, int, float]
 
 # --------------------------------------------------------------------------- k, c and the families
-
-
-def c_of(d: int, lam: float) -> float:
-    """c = (1-lam) d^(k-1): how deep in its k-window the point sits (small c: far from the
-    boundary (1-lam) d^(k-1) = 1 below it)."""
-    k = int(predicted_max_length(d, lam))
-    return (1.0 - lam) * float(d) ** (k - 1)
 
 
 def family_point(n: int, alpha: float, beta: float) -> PointTuple:
