@@ -79,16 +79,6 @@ def block_words(state, steps: int):
     return mix64(state[None] + k * jnp.uint64(GOLDEN))
 
 
-def split_u32(word):
-    """High and low 32-bit halves of a uint64 word, as uint64."""
-    return word >> 32, word & jnp.uint64(0xFFFFFFFF)
-
-
-def uniform_open(bits32):
-    """Uniform on (0, 1) from 32 random bits, as float64: (b + 1/2) / 2^32."""
-    return (bits32.astype(jnp.float64) + 0.5) * (1.0 / 4294967296.0)
-
-
 def named_seed(*parts: object) -> int:
     """A 63-bit seed named by ``parts`` (e.g. ``named_seed("families", "A", 1000, "d-1")``): the
     studies' independent sets of runs each draw from their own named stream instead of a
