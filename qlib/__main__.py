@@ -25,7 +25,7 @@ import sys
 import tempfile
 import time
 
-from qlib.config import ROOT, SCALE_ENV, enable_compilation_cache
+from qlib.config import ROOT, SCALE_ENV, cache_dir, enable_compilation_cache, figures_dir
 
 README_START, README_END = "<!-- claims:start -->", "<!-- claims:end -->"
 EXIT_PASS, EXIT_FAIL, EXIT_ERROR = 0, 1, 2
@@ -33,6 +33,8 @@ EXIT_PASS, EXIT_FAIL, EXIT_ERROR = 0, 1, 2
 
 def reproduce(quick: bool, markdown: str | None = None, json_path: str | None = None,
               update_readme: bool = False) -> int:
+    # qlib's modules only once a command runs, after main()'s configure_xla() (XLA reads its
+    # flags when JAX starts; the studies, results and claims import JAX)
     from qlib import claims, claims_table
 
     for path in (markdown, json_path):
@@ -78,14 +80,14 @@ def figures_prefix(markdown: str) -> str:
 
 
 def _check_writable_file(path: str) -> None:
-    from qlib.results.cache import check_writable
+    from qlib.results.cache import check_writable  # after configure_xla(), as in reproduce()
 
     check_writable(os.path.dirname(os.path.abspath(path)), "output")
 
 
 def figures(only: list[str] | None, smoke: bool) -> int:
+    # after configure_xla(), as in reproduce()
     from qlib import notebooks
-    from qlib.config import cache_dir, figures_dir
     from qlib.results.cache import check_writable
 
     # A smoke run is a dry run: it leaves the published notebooks and figures alone.
@@ -119,7 +121,7 @@ def figures(only: list[str] | None, smoke: bool) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from qlib import configure_xla
+    from qlib import configure_xla  # the first thing a command does (see reproduce())
 
     configure_xla()  # before JAX runs anything: one host device per core, small loops in one kernel
     ap = argparse.ArgumentParser(prog="qlib", description=__doc__,
@@ -157,7 +159,7 @@ def main(argv: list[str] | None = None) -> int:
         if a.cmd == "reproduce":
             return reproduce(a.quick, a.markdown, a.json)
         if a.cmd in ("results-long", "results"):
-            from qlib.results.long import cli
+            from qlib.results.long import cli  # after configure_xla(), as in reproduce()
 
             return cli(a)
         from qlib import results  # make figures recomputes results/default and compares (docs/running.md)

@@ -30,6 +30,7 @@ from traitlets.config import Config
 
 from qlib._progress import progress_bar
 from qlib._xla import flags as xla_flags
+from qlib.claims_table import to_dataframe
 from qlib.config import ROOT, SMOKE_ENV
 from qlib.plots import PUBLISH_ENV
 
@@ -57,8 +58,6 @@ def claims_table(rows, columns=CLAIM_COLUMNS):
     """A notebook's claim rows, compact: a pandas Styler of ``columns`` (claim, measured,
     threshold, verdict) whose text wraps to the notebook's width, with a fixed id (the same
     rows give the same HTML, so an executed notebook does not change between runs)."""
-    from qlib.claims_table import to_dataframe
-
     df = to_dataframe(rows)
     df = df[[c for c in columns if c in df]]
     df.index = range(1, len(df) + 1)

@@ -188,7 +188,7 @@ def test_long_tier_resumes_point_by_point_after_an_interruption(tiers):
 
 def test_npz_bytes_are_deterministic_and_readable(tmp_path):
     arrays = {"b": np.arange(5, dtype=np.int64), "a": np.linspace(0, 1, 7), "s": np.str_("random")}
-    one, two = results._npz_bytes(arrays), results._npz_bytes(dict(reversed(list(arrays.items()))))
+    one, two = results.npz_bytes(arrays), results.npz_bytes(dict(reversed(list(arrays.items()))))
     assert one == two
     (tmp_path / "x.npz").write_bytes(one)
     with np.load(tmp_path / "x.npz") as f:

@@ -107,18 +107,18 @@ def _fake(max_dist, p=None, n=10**4, d=20, lam=0.998):
 
 
 def test_the_criteria_can_fail():
-    ok, _, _ = eq._max_verdict(_fake([0, 0, 0, 0.95, 0.05, 0]), 0, 3, 0.9)
+    ok, _, _ = eq.max_verdict(_fake([0, 0, 0, 0.95, 0.05, 0]), 0, 3, 0.9)
     assert ok == "PASS"  # CI 0.93 to 0.97, wholly above 0.9
-    bad, _, _ = eq._max_verdict(_fake([0, 0, 0, 0.5, 0.5, 0]), 0, 3, 0.9)
+    bad, _, _ = eq.max_verdict(_fake([0, 0, 0, 0.5, 0.5, 0]), 0, 3, 0.9)
     assert bad == "FAIL"
-    unsure, _, _ = eq._max_verdict(_fake([0, 0, 0, 0.91, 0.09, 0]), 0, 3, 0.9)
+    unsure, _, _ = eq.max_verdict(_fake([0, 0, 0, 0.91, 0.09, 0]), 0, 3, 0.9)
     assert unsure == "INCONCLUSIVE"  # CI 0.89 to 0.93 straddles 0.9
     fp = sm.fluid_fixed_point(20, 0.998, 4)
     exact = fp[:-1] - fp[1:]
-    ok, _, _ = eq._profile_verdict(_fake([0] * 6, np.append(exact, 0)), 0, 20, 0.998, 3, TOL)
+    ok, _, _ = eq.profile_verdict(_fake([0] * 6, np.append(exact, 0)), 0, 20, 0.998, 3, TOL)
     assert ok
     off = np.append(exact, 0) * np.array([1, 1.2, 1, 1, 1])  # length 1 off by 20%
-    bad, _, _ = eq._profile_verdict(_fake([0] * 6, off), 0, 20, 0.998, 3, TOL)
+    bad, _, _ = eq.profile_verdict(_fake([0] * 6, off), 0, 20, 0.998, 3, TOL)
     assert not bad
 
 

@@ -120,9 +120,9 @@ def test_d_scaling_is_judged_two_sided():
             rng = np.random.default_rng(0)
             self.T = (self.d[:, None].astype(float) ** e) * rng.uniform(0.95, 1.05, (4, 16))
     tol = study.PARAMETERS["full"]["claims"]["d_exponent_tol"]
-    assert study._d_exponent(M(1.0), None, tol)[0] == "PASS"
-    assert study._d_exponent(M(0.0), None, tol)[0] == "FAIL"
-    assert study._d_exponent(M(2.0), None, tol)[0] == "FAIL"  # above the band: two-sided
+    assert study.d_exponent(M(1.0), None, tol)[0] == "PASS"
+    assert study.d_exponent(M(0.0), None, tol)[0] == "FAIL"
+    assert study.d_exponent(M(2.0), None, tol)[0] == "FAIL"  # above the band: two-sided
 
 
 def test_explore_slider_callback():

@@ -13,6 +13,7 @@ import numpy as np
 from qlib import stats
 from qlib.plots import plain_log_ticks
 from qlib.studies.mixing import Exploration, MeetingTimes, MixingResult
+from qlib.studies.mixing_regime import LONG_COMMAND, relaxation_scale
 from qlib.supermarket.refined import relaxation_time
 from qlib.supermarket.regime import lower_time, reference_time
 from qlib.supermarket.theory import steps_per_time
@@ -178,8 +179,6 @@ def regime_figure(result):
     (at its cap when it never met) and the slope k - 1; middle, along family A, T_meet over the lower
     bound's scale n (lam d)^(k-1) and over the upper bound's k d^(k-1) n ln n; right, the integrated
     autocorrelation time of N and u_k against n d^(k-1) steps."""
-    from qlib.studies.mixing_regime import LONG_COMMAND, relaxation_scale
-
     fig, axes = plt.subplots(1, 3, figsize=(13.5, 4.2))
     sw, fx, sj, fam = result.sweep, result.fixed, result.sweep_jsq2, result.family
     ax = axes[0]

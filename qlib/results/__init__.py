@@ -33,11 +33,11 @@ studies, so this package does not import it).
 
 from __future__ import annotations
 
-# ruff: noqa: F401 (re-exports: the public names, and the private ones other modules and tests use)
+# ruff: noqa: F401 (re-exports: the names other modules and tests use)
 from qlib.results.checkpoints import (
-    _hetero_checkpoint,
     checkpoint_hashes,
     checkpoint_spec,
+    hetero_checkpoint,
     hetero_state_hash,
     verify,
 )
@@ -63,30 +63,30 @@ from qlib.results.store import (
     WRITE_ENV,
     Entry,
     ResultsWarning,
-    _atomic_bytes,
-    _jsonable,
-    _npz_bytes,
-    _record_text,
-    _self_hash,
     array_hash,
+    atomic_bytes,
     command,
     entries,
     entry,
     entry_key,
+    jsonable,
     machine,
     make_record,
+    npz_bytes,
+    record_text,
     root,
     run_id,
+    self_hash,
     state_hash,
     tier_dir,
     versions,
     write_tier,
 )
 from qlib.results.tier import (
-    _primary,
     commit,
     compare,
     note,
+    primary_process,
     prune,
     read_log,
     report,

@@ -12,14 +12,14 @@ from typing import Any
 import numpy as np
 
 from qlib import _rng, simulations
-from qlib.heterogeneous.simulate import ChainState, _fresh_state, simulate
+from qlib.heterogeneous.simulate import ChainState, fresh_state, simulate
 from qlib.results.store import (
     CHECKPOINT_STEPS,
     Entry,
-    _record_text,
-    _self_hash,
     array_hash,
     entry_key,
+    record_text,
+    self_hash,
     state_hash,
 )
 from qlib.supermarket.chain import EventMap
@@ -40,9 +40,9 @@ def verify(e: Entry, *, recompute: bool = False) -> list[str]:
     except (OSError, ValueError) as err:
         return [f"record unreadable ({type(err).__name__}: {err})"]
     problems = []
-    if text != _record_text(rec):
+    if text != record_text(rec):
         problems.append("record is not in its canonical form (edited by hand?)")
-    if rec.get("record_sha256") != _self_hash(rec):
+    if rec.get("record_sha256") != self_hash(rec):
         problems.append("record does not match its own hash (edited?)")
     if rec.get("key") != e.stem.name or entry_key(
         rec.get("name"), rec.get("params"), rec.get("seed")
@@ -111,7 +111,7 @@ def checkpoint_hashes(specs: Sequence[Mapping]) -> list[str]:
     groups: dict[tuple, list[int]] = {}
     for i, s in enumerate(specs):
         if s.get("model") == "heterogeneous":
-            out[i] = _hetero_checkpoint(s)
+            out[i] = hetero_checkpoint(s)
             continue
         groups.setdefault((bool(s["replacement"]), tuple(s["variant"]), s["capacity"]), []).append(i)
     for (repl, var, cap), idx in groups.items():
@@ -166,7 +166,7 @@ def checkpoint_hashes(specs: Sequence[Mapping]) -> list[str]:
     return out  # type: ignore[return-value]
 
 
-def _hetero_checkpoint(s: Mapping) -> str:
+def hetero_checkpoint(s: Mapping) -> str:
     st = s["start"]
     start = ChainState(
         rng=np.array([int(st["rng"])], np.uint64),
@@ -180,7 +180,7 @@ def _hetero_checkpoint(s: Mapping) -> str:
     with simulations.listening(None):  # a check, not part of what a record records
         if s["seeded"]:  # from its seed: the start must be replica 0's fresh state of that seed
             if hetero_state_hash(start, 0) != hetero_state_hash(
-                _fresh_state(int(s["seed"]), 1, len(s["mus"]), s["policy"]), 0
+                fresh_state(int(s["seed"]), 1, len(s["mus"]), s["policy"]), 0
             ):
                 raise ValueError(f"checkpoint spec: its start is not replica 0's start of seed {s['seed']}")
             r = simulate(s["lam"], s["mus"], seed=int(s["seed"]), replicas=1, **kw)

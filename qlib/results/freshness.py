@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from qlib.results.checkpoints import verify
-from qlib.results.store import LONG_COMMAND, TIERS, Entry, ResultsWarning, _jsonable, code_versions, entry
+from qlib.results.store import LONG_COMMAND, TIERS, Entry, ResultsWarning, code_versions, entry, jsonable
 
 # --------------------------------------------------------------------------- read
 
@@ -90,7 +90,7 @@ def lookup(
             if got is None:
                 continue
             arrays, rec = got
-            if {k: rec.get(k) for k in ("name", "params", "seed")} != _jsonable(
+            if {k: rec.get(k) for k in ("name", "params", "seed")} != jsonable(
                 {"name": name, "params": params, "seed": seed}
             ):
                 raise ValueError("its record's name, parameters or seed differ")

@@ -10,10 +10,12 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from qlib.claims import STUDIES
+from qlib.config import SCALE_ENV
 from qlib.results.checkpoints import verify
 from qlib.results.freshness import stale_reasons
 from qlib.results.store import STUDY_ENV, TIERS, entries
-from qlib.results.tier import _primary, summary, writing
+from qlib.results.tier import primary_process, summary, writing
 
 
 class _Progress:
@@ -47,8 +49,6 @@ class _Progress:
 def long_jobs(only: Sequence[str] | None = None) -> list[tuple[str, str]]:
     """(title, module) of the studies a long run runs (:data:`qlib.claims.STUDIES`), those whose
     title or module contains one of ``only``."""
-    from qlib.claims import STUDIES
-
     jobs = [(t, m) for t, m in STUDIES.items() if not only or any(o in t or o in m for o in only)]
     if not jobs:
         raise ValueError(
@@ -90,8 +90,6 @@ def run_long(jobs: Sequence[tuple[str, Any]], *, scale: float, mode: str = "full
     time, atomically; a rerun skips every point the tiers already hold fresh), printing one
     progress line per stored entry. ``jobs``: (title, module name or callable)."""
     import importlib
-
-    from qlib.config import SCALE_ENV
 
     modules = [m for _, m in jobs if isinstance(m, str)]
     os.environ[SCALE_ENV] = repr(float(scale))
@@ -172,6 +170,6 @@ def cli(a) -> int:
         long_jobs(a.only),
         scale=a.scale or 1.0,
         mode="smoke" if a.smoke else "full",
-        out=lambda *x, **k: print(*x, **k) if _primary() else None,
+        out=lambda *x, **k: print(*x, **k) if primary_process() else None,
     )
     return 0

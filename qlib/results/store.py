@@ -78,7 +78,7 @@ def run_id() -> str | None:
 
 def entry_key(name: str, params: Mapping, seed: Any) -> str:
     """NAME-HASH of (name, params, seed): the same for any code version (the record holds those)."""
-    blob = json.dumps({"name": name, "params": _jsonable(params), "seed": _jsonable(seed)}, sort_keys=True)
+    blob = json.dumps({"name": name, "params": jsonable(params), "seed": jsonable(seed)}, sort_keys=True)
     return f"{name}-{hashlib.sha256(blob.encode()).hexdigest()[:16]}"
 
 
@@ -117,7 +117,7 @@ def entries(tier: str) -> list[Entry]:
 # --------------------------------------------------------------------------- hashing, files
 
 
-def _jsonable(x: Any) -> Any:
+def jsonable(x: Any) -> Any:
     return json.loads(json.dumps(x, sort_keys=True, default=str))
 
 
@@ -137,7 +137,7 @@ def state_hash(counts: np.ndarray, state: Any) -> str:
     return h.hexdigest()[:16]
 
 
-def _npz_bytes(arrays: Mapping[str, np.ndarray]) -> bytes:
+def npz_bytes(arrays: Mapping[str, np.ndarray]) -> bytes:
     """An .npz (np.load reads it) with fixed member timestamps: the same arrays, the same bytes."""
     buf = io.BytesIO()
     with zipfile.ZipFile(buf, "w", compression=zipfile.ZIP_DEFLATED) as z:
@@ -154,7 +154,7 @@ def _npz_bytes(arrays: Mapping[str, np.ndarray]) -> bytes:
     return buf.getvalue()
 
 
-def _record_text(record: Mapping) -> str:
+def record_text(record: Mapping) -> str:
     return json.dumps(record, indent=1, sort_keys=True) + "\n"
 
 
@@ -176,7 +176,7 @@ def atomic_write(path: Path, write: Callable[[Any], None], binary: bool) -> None
         raise
 
 
-def _atomic_bytes(path: Path, data: bytes) -> None:
+def atomic_bytes(path: Path, data: bytes) -> None:
     def write(f):
         f.write(data)
         os.fchmod(f.fileno(), 0o644)  # a file of the repository, not a private temporary
@@ -241,8 +241,8 @@ def make_record(
     sims = list(provenance.get("simulations", []))
     rec = {
         "name": name,
-        "params": _jsonable(params),
-        "seed": _jsonable(seed),
+        "params": jsonable(params),
+        "seed": jsonable(seed),
         "key": entry_key(name, params, seed),
         "tier": tier,
         "command": command(),
@@ -267,13 +267,13 @@ def make_record(
             }
             for k, v in sorted(arrays.items())
         },
-        "npz_sha256": hashlib.sha256(_npz_bytes(arrays)).hexdigest()[:16],
+        "npz_sha256": hashlib.sha256(npz_bytes(arrays)).hexdigest()[:16],
     }
-    rec = _jsonable(rec)
-    return rec | {"record_sha256": _self_hash(rec)}
+    rec = jsonable(rec)
+    return rec | {"record_sha256": self_hash(rec)}
 
 
-def _self_hash(rec: Mapping) -> str:
+def self_hash(rec: Mapping) -> str:
     """sha256 of the record's canonical text without this field: an edited record fails it."""
     body = {k: v for k, v in rec.items() if k != "record_sha256"}
-    return hashlib.sha256(_record_text(body).encode()).hexdigest()[:16]
+    return hashlib.sha256(record_text(body).encode()).hexdigest()[:16]

@@ -25,13 +25,13 @@ from qlib.results.store import (
     RUN_ENV,
     TIERS,
     WRITE_ENV,
-    _atomic_bytes,
-    _npz_bytes,
-    _record_text,
     array_hash,
+    atomic_bytes,
     entries,
     entry,
     make_record,
+    npz_bytes,
+    record_text,
     root,
 )
 
@@ -109,9 +109,9 @@ def commit(
         if stale:
             details = details + ["stored by other code (" + ", ".join(stale) + "): record rewritten"]
     if outcome in ("new", "mismatch") or stale:
-        _atomic_bytes(e.npz, _npz_bytes(arrays))
-        _atomic_bytes(e.json, _record_text(rec).encode())
-    if not _primary():
+        atomic_bytes(e.npz, npz_bytes(arrays))
+        atomic_bytes(e.json, record_text(rec).encode())
+    if not primary_process():
         return outcome
     on_stored = _ON_STORED.get()
     if on_stored is not None and outcome in ("new", "mismatch"):
@@ -133,7 +133,7 @@ def commit(
     return outcome
 
 
-def _primary() -> bool:
+def primary_process() -> bool:
     import jax
 
     return jax.process_index() == 0

@@ -25,9 +25,14 @@ The studies are listed in :data:`qlib.claims.STUDIES`.
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import fields
 
 import numpy as np
+
+from qlib import _validate as V
+from qlib import results
+from qlib.results import cache
 
 MODES = ("full", "smoke")
 
@@ -53,16 +58,12 @@ class ArrayResult:
 
 def check_mode(mode: str) -> str:
     """``mode`` must be "full" or "smoke"; ValueError otherwise."""
-    from qlib import _validate as V
-
     return V.choice("mode", mode, MODES)
 
 
 def long_points_read(mode: str) -> bool:
     """Whether a study reads its long-tier points from results/long (full mode outside ``make
     results-long``) instead of computing them (smoke mode, and the long run itself)."""
-    from qlib import results
-
     return mode == "full" and results.write_tier() != "long"
 
 
@@ -74,11 +75,6 @@ def long_point(read: bool, compute, command: str):
         (value, records of the entries read, "") or, where results/long lacks the point or holds it
         stale, (None, [], the row's text naming ``command``).
     """
-    import contextlib
-
-    from qlib import results
-    from qlib.results import cache
-
     try:
         with cache.stored_only("long") if read else contextlib.nullcontext([]) as records:
             value = compute()

@@ -31,7 +31,7 @@ from scipy.linalg import solve_continuous_lyapunov
 
 from qlib import _validate as V
 from qlib.supermarket.point import as_point
-from qlib.supermarket.refined import _levels_for, _second_order
+from qlib.supermarket.refined import levels_for, second_order
 from qlib.supermarket.theory import (
     asymptotic_profile,
     boundary_distance,
@@ -141,14 +141,14 @@ def lower_time(n: int, d: int, lam: float) -> float:
 # --------------------------------------------------------------------------- the sliders' theory (NumPy)
 
 
-def _falling(d: int, k: int) -> float:
+def falling_factorial(d: int, k: int) -> float:
     """d (d-1) ... (d-k+1): the k-th derivative of x^d is this times x^(d-k)."""
     return float(math.prod(range(d - k + 1, d + 1))) if k <= d else 0.0
 
 
-def _power_derivative(x: np.ndarray, d: int, k: int) -> np.ndarray:
+def power_derivative(x: np.ndarray, d: int, k: int) -> np.ndarray:
     """d^k/dx^k x^d, exact at x = 0 (zero beyond the d-th derivative)."""
-    c = _falling(d, k)
+    c = falling_factorial(d, k)
     return np.zeros_like(x) if c == 0.0 else c * x ** (d - k)
 
 
@@ -161,7 +161,7 @@ def pure_derivatives(x: np.ndarray, lam: float, d: int, k: int) -> tuple[np.ndar
     Returns (F_k, Q_k), each (L, L).
     """
     L = x.size
-    gk = lam * _power_derivative(np.asarray(x, float), d, k)
+    gk = lam * power_derivative(np.asarray(x, float), d, k)
     lin = 1.0 if k == 1 else 0.0
     F, Q = np.zeros((L, L)), np.zeros((L, L))
     i = np.arange(L)
@@ -206,7 +206,7 @@ def refined_profile(d: int, lam: float, levels: int | None = None) -> RefinedPro
     lam = V.real("lam", lam, low=0.0, high=1.0)
     if not 0.0 < lam < 1.0:
         raise ValueError(f"lam must be in (0, 1); got {lam}")
-    L = _levels_for(d, lam) if levels is None else V.integer("levels", levels, low=1)
+    L = levels_for(d, lam) if levels is None else V.integer("levels", levels, low=1)
     s = fluid_fixed_point(d, lam, L)
     x = s[1:]
     der = {}
@@ -224,7 +224,7 @@ def refined_profile(d: int, lam: float, levels: int | None = None) -> RefinedPro
     Vc = -np.linalg.solve(A, 0.5 * der["F2"] @ np.diag(W))
     zL, zLL = np.zeros(L), np.zeros((L, L))
     der.update(q=q, r=up - down, f1=zL, Df1=zLL, D2f1=zLL, f2=zL, q1=zL)
-    A2 = _second_order(A, W, Vc, der)["A2"]
+    A2 = second_order(A, W, Vc, der)["A2"]
     tau = float(1.0 / np.min(np.abs(np.linalg.eigvals(A).real)))
     return RefinedProfile(
         d=d, lam=lam, s=s, v=np.concatenate([[0.0], Vc]), a=np.concatenate([[0.0], A2]), tau=tau
@@ -251,7 +251,8 @@ class ProfileView:
     asymptotic: np.ndarray
 
 
-def _exact(tail: np.ndarray) -> np.ndarray:
+def exact_lengths(tail: np.ndarray) -> np.ndarray:
+    """The fraction of queues of length exactly i from the tail fractions s_i (length >= i)."""
     return tail - np.append(tail[1:], 0.0)
 
 
@@ -279,8 +280,8 @@ def profile_view(one_minus_lam: float, d: int, n: int) -> ProfileView:
         fluid_max=fluid_max_length(n, d, lam),
         tau=r.tau,
         levels=np.arange(L + 1),
-        fluid=_exact(r.s)[: L + 1],
-        refined=_exact(r.tail_fraction(n))[: L + 1],
+        fluid=exact_lengths(r.s)[: L + 1],
+        refined=exact_lengths(r.tail_fraction(n))[: L + 1],
         asymptotic=asym,
     )
 

@@ -345,7 +345,7 @@ def slope_ci(ns: np.ndarray, p: np.ndarray, low: np.ndarray, high: np.ndarray, *
     return b, float(lo), float(hi)
 
 
-def _not_k(f: Family) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def not_k(f: Family) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """P(max != k) at every point with its 95% CI (from that of P(max = k))."""
     k = f.k
     return 1 - f.est.max_dist[:, k], 1 - f.est.max_high[:, k], 1 - f.est.max_low[:, k]

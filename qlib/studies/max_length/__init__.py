@@ -25,7 +25,7 @@ and :func:`claim_rows` (``claims``), :func:`run` (``compute``), the notebook's p
 :func:`summary` (``prose``); figures in :mod:`qlib.plots.max_length`.
 """
 
-from qlib.studies.max_length.claims import CLAIMS, _max_verdict, _profile_verdict, claim_rows
+from qlib.studies.max_length.claims import CLAIMS, claim_rows, max_verdict, profile_verdict
 from qlib.studies.max_length.compute import (
     LEVELS,
     Estimates,
@@ -61,7 +61,7 @@ from qlib.studies.max_length.prose import (
 )
 
 #: helpers the tests call by name
-_TESTED = (_max_verdict, _profile_verdict)
+_TESTED = (max_verdict, profile_verdict)
 
 __all__ = ["PARAMETERS", "CLAIMS", "CLAIM_THRESHOLDS", "INDEPENDENT_BAND", "INDEPENDENT_TAUS", "PointTuple",
            "LEVELS", "Estimates", "FromEmptyRun", "InteractiveRun", "MaxLengthResult", "ProfileView",

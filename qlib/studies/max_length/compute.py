@@ -27,7 +27,7 @@ from qlib.supermarket import simulate
 from qlib.supermarket.equilibrium import EquilibriumEstimate, estimate_equilibrium_many
 from qlib.supermarket.point import as_point
 from qlib.supermarket.refined import refined_mean_field, relaxation_time
-from qlib.supermarket.regime import family_point, fluid_max_length
+from qlib.supermarket.regime import exact_lengths, family_point, fluid_max_length
 from qlib.supermarket.theory import (
     asymptotic_profile,
     boundary_distance,
@@ -165,10 +165,6 @@ def estimates(name: str, points: Sequence[PointTuple], *, replicas: int, seeds: 
 
 # --------------------------------------------------------------------------- theory helpers
 
-def _exact_lengths(tail: np.ndarray) -> np.ndarray:
-    return tail - np.append(tail[1:], 0.0)
-
-
 @dataclass(frozen=True)
 class ProfileView:
     """What the sliders show for (1-lam, d, n), with no simulation. Arrays over ``levels`` (L+1,):
@@ -198,7 +194,7 @@ def profile_view(one_minus_lam: float, d: int, n: int) -> ProfileView:
     r = refined_mean_field(d, lam, order=2)
     L = max(k + 2, int(np.nonzero(r.fixed_point > 1e-12)[0][-1]) + 2)
     L = min(L, r.levels)
-    fluid = _exact_lengths(r.fixed_point)[: L + 1]
+    fluid = exact_lengths(r.fixed_point)[: L + 1]
     refined = r.queue_length_distribution(n)[: L + 1]
     asym = np.full(L + 1, np.nan)
     a = asymptotic_profile(d, lam)

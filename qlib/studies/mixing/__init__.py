@@ -34,11 +34,11 @@ notebook's prose and :func:`summary` (``prose``); figures in :mod:`qlib.plots.mi
 
 from qlib.studies.mixing.claims import (
     CLAIMS,
-    _d_exponent,
-    _exit_verdict,
-    _tail_verdict,
     claim_rows,
     claim_rows_by_key,
+    d_exponent,
+    exit_verdict,
+    tail_verdict,
     tau_d_exponent,
 )
 from qlib.studies.mixing.compute import (
@@ -62,7 +62,7 @@ from qlib.supermarket.refined import relaxation_time  # noqa: F401  (the noteboo
 from qlib.supermarket.theory import steps_per_time  # noqa: F401
 
 #: helpers the tests call by name
-_TESTED = (_d_exponent, _exit_verdict, _tail_verdict)
+_TESTED = (d_exponent, exit_verdict, tail_verdict)
 
 __all__ = ["PARAMETERS", "CLAIMS", "CLAIM_THRESHOLDS", "PointTuple", "claim_rows", "claim_rows_by_key",
            "tau_d_exponent", "Exploration", "LowerBound", "MeetingTimes", "MixingResult", "event_crossing",

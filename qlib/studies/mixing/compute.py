@@ -18,6 +18,7 @@ from qlib.studies.mixing.parameters import PARAMETERS, PointTuple
 from qlib.studies.wrong_models import point_of
 from qlib.supermarket import (
     counts_all_at,
+    coupled_paths,
     initial_counts,
     l1_distance,
     meeting_times,
@@ -457,8 +458,6 @@ def explore(n: int, d: int, lam: float, *, replicas: int = 16, seed: int = 0, fr
             levels: int | None = None) -> Exploration:
     """Slider callback data: meeting times (bottom all empty, top all at k+1) and the mean L1
     distance between the pair over time, for one (n, d, lam). Cost ~ replicas * T_meet steps."""
-    from qlib.supermarket import coupled_paths
-
     n, d, lam = as_point(n, d, lam).as_tuple()
     if d < 2:
         raise ValueError(f"d must be an integer >= 2 here (k is finite only then); got {d}")
