@@ -25,12 +25,13 @@ from time import monotonic
 
 import jupytext
 import nbformat
+from IPython.display import Markdown
 from nbclient import NotebookClient
 from traitlets.config import Config
 
 from qlib._progress import progress_bar
 from qlib._xla import flags as xla_flags
-from qlib.claims_table import to_dataframe
+from qlib.claims_table import key_number, to_dataframe
 from qlib.config import ROOT, SMOKE_ENV
 from qlib.plots import PUBLISH_ENV
 
@@ -64,6 +65,17 @@ def claims_table(rows, columns=CLAIM_COLUMNS):
     return (df.style.set_uuid("claims")
             .set_properties(**{"white-space": "normal", "text-align": "left", "vertical-align": "top"})
             .set_table_styles([{"selector": "th", "props": [("text-align", "left")]}]))
+
+
+def what_we_found(rows) -> Markdown:
+    """A notebook's closing section, rendered from its claim rows: one line per row, its verdict,
+    its kind where it is not a claim, the claim and the number the verdict rests on
+    (:func:`qlib.claims_table.key_number`, as in the README's summary)."""
+    lines = []
+    for r in rows:
+        kind = "" if r.kind == "claim" else f" ({r.kind})"
+        lines.append(f"- **{r.verdict}**{kind} {r.claim}: {key_number(r)}")
+    return Markdown("\n".join(lines))
 
 
 def read(path: str | os.PathLike):
