@@ -34,17 +34,15 @@ The study's shape (see :mod:`qlib.studies`): :data:`PARAMETERS` and :func:`run` 
 
 from qlib.studies.families.claims import CLAIMS, claim_rows
 from qlib.studies.families.compute import (
-    PARAMETERS,
     CustomersSD,
     FamiliesResult,
     Family,
     customers_sd,
-    family_ns,
     long_cost,
-    long_read_only,
     run,
     slope_ci,
 )
+from qlib.studies.families.parameters import PARAMETERS, family_ns, long_read_only
 from qlib.studies.families.prose import (
     findings_markdown,
     long_points_markdown,

@@ -10,13 +10,13 @@ from qlib.claims import ClaimRow, ClaimSpec, Counterfactual, residual_text
 from qlib.heterogeneous import SimulationResult
 from qlib.stats import replica_mean
 from qlib.studies.who_works_the_most.compute import (
-    INFORMED_MAX_N,
     SimulatedCase,
     WhoWorksTheMostResult,
     gamma_key,
     geometric_rates,
     swap_residual,
 )
+from qlib.studies.who_works_the_most.parameters import INFORMED_MAX_N
 
 
 def adjacent_pairs(mus: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -7,7 +7,8 @@ import numpy as np
 
 from qlib import _validate
 from qlib.studies.who_works_the_most.claims import adjacent_pairs, near_z, pair_gammas
-from qlib.studies.who_works_the_most.compute import FAMILIES, WhoWorksTheMostResult, gamma_key
+from qlib.studies.who_works_the_most.compute import WhoWorksTheMostResult, gamma_key
+from qlib.studies.who_works_the_most.parameters import FAMILIES
 
 
 def findings_markdown(result: WhoWorksTheMostResult, section: str) -> str:
