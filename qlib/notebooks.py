@@ -69,12 +69,12 @@ def claims_table(rows, columns=CLAIM_COLUMNS):
 
 def what_we_found(rows) -> Markdown:
     """A notebook's closing section, rendered from its claim rows: one line per row, its verdict,
-    its kind where it is not a claim, the claim and the number the verdict rests on
+    its kind where it is not a claim, the claim, its parameters and the number the verdict rests on
     (:func:`qlib.claims_table.key_number`, as in the README's summary)."""
     lines = []
     for r in rows:
         kind = "" if r.kind == "claim" else f" ({r.kind})"
-        lines.append(f"- **{r.verdict}**{kind} {r.claim}: {key_number(r)}")
+        lines.append(f"- **{r.verdict}**{kind} {r.claim} (*{r.parameters}*): {key_number(r)}")
     return Markdown("\n".join(lines))
 
 
