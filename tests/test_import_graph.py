@@ -147,6 +147,27 @@ def _private_imports(modules: dict[str, Path]) -> set[tuple[str, str]]:
                     private = a.name.startswith("_") and not a.name.startswith("__")
                     if private and f"{base}.{a.name}" not in modules:
                         out.add((mod, a.name))
+    return out | _private_attributes(modules)
+
+
+def _private_attributes(modules: dict[str, Path]) -> set[tuple[str, str]]:
+    """(module, name) for every ``alias._name`` read through an imported qlib module
+    (``from qlib.supermarket import simulation as S`` ... ``S._capacity``)."""
+    out = set()
+    for mod, path in modules.items():
+        tree = ast.parse(path.read_text(), filename=str(path))
+        aliases = set()
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom):
+                base = _resolve(node.module or "", node.level, mod, path.name == "__init__.py")
+                aliases |= {a.asname or a.name for a in node.names if f"{base}.{a.name}" in modules}
+            elif isinstance(node, ast.Import):
+                aliases |= {a.asname for a in node.names if a.asname and a.name in modules}
+        for node in ast.walk(tree):
+            if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)
+                    and node.value.id in aliases and node.attr.startswith("_")
+                    and not node.attr.startswith("__")):
+                out.add((mod, node.attr))
     return out
 
 

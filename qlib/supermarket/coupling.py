@@ -191,7 +191,7 @@ def meeting_times(n: int | Point, d: int | None = None, lam: float | None = None
 def _capacity(capacity: Any, top_length: Any) -> int | None:
     if capacity is None:
         return None
-    capacity = S._capacity(capacity)
+    capacity = S.checked_capacity(capacity)
     if isinstance(top_length, (int, np.integer)) and top_length > capacity:
         raise ValueError(
             f"top_length must be <= capacity = {capacity} in the bounded model; got {top_length}"
