@@ -25,7 +25,7 @@ import sys
 import tempfile
 import time
 
-from qlib.config import ROOT, SCALE_ENV, enable_compilation_cache
+from qlib.config import ROOT, SCALE_ENV, cache_dir, enable_compilation_cache, figures_dir
 from qlib.results.environment import warning_line
 
 README_START, README_END = "<!-- claims:start -->", "<!-- claims:end -->"
@@ -34,7 +34,9 @@ EXIT_PASS, EXIT_FAIL, EXIT_ERROR = 0, 1, 2
 
 def reproduce(quick: bool, markdown: str | None = None, json_path: str | None = None,
               update_readme: bool = False) -> int:
-    from qlib import claims
+    # qlib's modules only once a command runs, after main()'s configure_xla() (XLA reads its
+    # flags when JAX starts; the studies, results and claims import JAX)
+    from qlib import claims, claims_table
 
     for path in (markdown, json_path):
         if path:
@@ -43,7 +45,7 @@ def reproduce(quick: bool, markdown: str | None = None, json_path: str | None = 
     t0 = time.perf_counter()
     rows = claims.collect("smoke" if quick else "full",
                           progress=lambda title: print(f"[qlib] checking {title} ...", flush=True))
-    print(claims.to_text(rows))
+    print(claims_table.to_text(rows))
     print(f"[qlib] {time.perf_counter() - t0:.0f} s ({'quick' if quick else 'full'} mode)")
     if markdown:
         with open(markdown, "w") as f:
@@ -55,16 +57,16 @@ def reproduce(quick: bool, markdown: str | None = None, json_path: str | None = 
                     "theorem's hypotheses), and, collapsed, the same criterion on deliberately wrong models "
                     "(far ones must fail; near ones, plausible bugs, give the row's resolution). Identities, "
                     "measurements and sanity checks are counted apart.\n\n"
-                    + claims.to_markdown(rows, figures=figures_prefix(markdown)))
+                    + claims_table.to_markdown(rows, figures=figures_prefix(markdown)))
         print(f"[qlib] wrote {markdown}")
     if json_path:
         with open(json_path, "w") as f:
-            f.write(claims.to_json(rows))
+            f.write(claims_table.to_json(rows))
     if update_readme:  # the README shows the summary only; the whole table is figures/claims.md
         readme = ROOT / "README.md"
         text = readme.read_text()
         if README_START in text and README_END in text:
-            md = claims.summary_markdown(rows, figures="figures/")
+            md = claims_table.summary_markdown(rows, figures="figures/")
             text = re.sub(re.escape(README_START) + ".*?" + re.escape(README_END),
                           lambda _: README_START + "\n" + md + README_END, text, flags=re.S)
             readme.write_text(text)
@@ -79,15 +81,15 @@ def figures_prefix(markdown: str) -> str:
 
 
 def _check_writable_file(path: str) -> None:
-    from qlib.cache import check_writable
+    from qlib.results.cache import check_writable  # after configure_xla(), as in reproduce()
 
     check_writable(os.path.dirname(os.path.abspath(path)), "output")
 
 
 def figures(only: list[str] | None, smoke: bool) -> int:
+    # after configure_xla(), as in reproduce()
     from qlib import notebooks
-    from qlib.cache import check_writable
-    from qlib.config import cache_dir, figures_dir
+    from qlib.results.cache import check_writable
 
     # A smoke run is a dry run: it leaves the published notebooks and figures alone.
     env = {"QLIB_FIGURES": tempfile.mkdtemp(prefix="qlib-smoke-")} if smoke else None
@@ -120,7 +122,7 @@ def figures(only: list[str] | None, smoke: bool) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from qlib import configure_xla
+    from qlib import configure_xla  # the first thing a command does (see reproduce())
 
     configure_xla()  # before JAX runs anything: one host device per core, small loops in one kernel
     ap = argparse.ArgumentParser(prog="qlib", description=__doc__,
@@ -160,7 +162,7 @@ def main(argv: list[str] | None = None) -> int:
         if a.cmd == "reproduce":
             return reproduce(a.quick, a.markdown, a.json)
         if a.cmd in ("results-long", "results"):
-            from qlib.results import cli
+            from qlib.results.long import cli  # after configure_xla(), as in reproduce()
 
             return cli(a)
         from qlib import results  # make figures recomputes results/default and compares (docs/running.md)

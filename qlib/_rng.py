@@ -41,7 +41,7 @@ def replica_states(seed: int, replicas, stream: int = 0):
     return mix64(mix64(s ^ mix64(r + jnp.uint64(1))) + jnp.uint64(GOLDEN))
 
 
-def _mix64_np(z: np.ndarray) -> np.ndarray:
+def mix64_np(z: np.ndarray) -> np.ndarray:
     z = (z ^ (z >> np.uint64(30))) * np.uint64(_M1)
     z = (z ^ (z >> np.uint64(27))) * np.uint64(_M2)
     return z ^ (z >> np.uint64(31))
@@ -51,11 +51,11 @@ def replica_states_np(seed: int, replicas, stream: int = 0) -> np.ndarray:
     """:func:`replica_states` computed with NumPy on the host (the same uint64 arithmetic, so the
     same bits), without a JAX dispatch: (replicas.shape) uint64."""
     with np.errstate(over="ignore"):
-        s = _mix64_np(
+        s = mix64_np(
             np.array([seed & 0xFFFFFFFFFFFFFFFF], np.uint64) * np.uint64(GOLDEN) + np.uint64(stream)
         )
         r = np.asarray(replicas).astype(np.uint64)
-        return _mix64_np(_mix64_np(s ^ _mix64_np(r + np.uint64(1))) + np.uint64(GOLDEN))
+        return mix64_np(mix64_np(s ^ mix64_np(r + np.uint64(1))) + np.uint64(GOLDEN))
 
 
 def next_u64(state):
@@ -77,16 +77,6 @@ def block_words(state, steps: int):
     """
     k = jnp.arange(1, steps + 1, dtype=jnp.uint64).reshape((steps,) + (1,) * jnp.ndim(state))
     return mix64(state[None] + k * jnp.uint64(GOLDEN))
-
-
-def split_u32(word):
-    """High and low 32-bit halves of a uint64 word, as uint64."""
-    return word >> 32, word & jnp.uint64(0xFFFFFFFF)
-
-
-def uniform_open(bits32):
-    """Uniform on (0, 1) from 32 random bits, as float64: (b + 1/2) / 2^32."""
-    return (bits32.astype(jnp.float64) + 0.5) * (1.0 / 4294967296.0)
 
 
 def named_seed(*parts: object) -> int:

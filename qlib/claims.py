@@ -301,27 +301,7 @@ def exit_failed(rows: list[ClaimRow]) -> bool:
     return any(r.verdict == "FAIL" for r in rows)
 
 
-# The renderings live in qlib.claims_table; they are importable from here too (one table, one place).
-from qlib.claims_table import (  # noqa: E402
-    FIGURES,
-    KEY_WIDTH,  # noqa: F401  (tests and readers reach it here)
-    KIND_NAMES,
-    compact_markdown,
-    figure_of,
-    key_number,
-    published,
-    summary,
-    summary_markdown,
-    to_dataframe,
-    to_json,
-    to_markdown,
-    to_text,
-    where,
-)
-
 __all__ = [
     "ClaimRow", "ClaimSpec", "Counterfactual", "STUDIES", "decide_band", "KINDS", "VERDICTS", "MIN_TAUS",
-    "collect", "se_distance", "combine", "counts", "decide", "exit_failed", "summary",
-    "to_markdown", "to_text", "to_json", "to_dataframe", "summary_markdown", "compact_markdown",
-    "key_number", "figure_of", "where", "FIGURES", "KIND_NAMES", "published"
+    "collect", "se_distance", "combine", "counts", "decide", "exit_failed",
 ]

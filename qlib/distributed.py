@@ -25,6 +25,8 @@ import os
 import sys
 from collections.abc import Sequence
 
+from qlib import _validate as V
+
 NUM_PROCESSES_ENV = "QLIB_NUM_PROCESSES"
 PROCESS_ID_ENV = "QLIB_PROCESS_ID"
 
@@ -52,8 +54,6 @@ def initialize(coordinator_address: str | None = None, num_processes: int | None
     to join. On CPU the processes exchange data through gloo (TCP). Raises ValueError for a bad
     process count or id, before JAX is touched.
     """
-    from qlib import _validate as V
-
     num_processes = _env_int(NUM_PROCESSES_ENV) if num_processes is None else num_processes
     process_id = _env_int(PROCESS_ID_ENV) if process_id is None else process_id
     if num_processes is not None:
@@ -75,7 +75,7 @@ def initialize(coordinator_address: str | None = None, num_processes: int | None
 def main(argv: list[str] | None = None) -> int:
     """``python -m qlib.distributed ARGS``: :func:`initialize`, then ``python -m qlib ARGS``."""
     initialize()
-    from qlib.__main__ import main as cli
+    from qlib.__main__ import main as cli  # the command line imports JAX: only after initialize()
 
     return cli(sys.argv[1:] if argv is None else argv)
 

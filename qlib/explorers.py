@@ -18,15 +18,15 @@ import io
 
 import numpy as np
 
-from qlib.slider_theory import (  # noqa: F401  (re-exported: the explorers' tested functions)
+from qlib.supermarket.regime import (  # noqa: F401  (re-exported: the explorers' tested functions)
     ProfileView,
     RefinedProfile,
-    _exact,
-    _falling,
-    _power_derivative,
+    exact_lengths,
+    falling_factorial,
     fluctuation_view,
     fluid_max_length,
     mixing_scales,
+    power_derivative,
     profile_view,
     pure_derivatives,
     refined_profile,
@@ -141,7 +141,7 @@ class ProfileExplorer:
     def __init__(self, simulate=None, one_minus_lam: float = 1e-2, d: int = 10, n: float = 1e4):
         import ipywidgets as W
 
-        from qlib.plots import style
+        from qlib.plots import style  # matplotlib only once a widget is built (optional extra)
 
         self.simulate_fn = simulate
         self.eps = W.FloatLogSlider(
@@ -228,7 +228,7 @@ class ServersExplorer:
     def __init__(self, simulate=None, n: int = 6, spread: float = 10.0, rho: float = 0.7):
         import ipywidgets as W
 
-        from qlib.plots import style
+        from qlib.plots import style  # matplotlib only once a widget is built (optional extra)
 
         self.simulate_fn = simulate
         self.n_w = W.IntSlider(value=n, min=2, max=60, description="servers n", **_slider_kw())
@@ -274,7 +274,7 @@ class ServersExplorer:
         _connect(self, (self.n_w, self.s_w, self.r_w))
 
     def update(self, change=None) -> None:
-        from qlib.studies.who_works_the_most import profile
+        from qlib.studies.who_works_the_most import profile  # the study (and JAX) only at a redraw
 
         p = profile(self.n_w.value, self.s_w.value, self.r_w.value)
         self.p = p
@@ -325,7 +325,7 @@ class MixingExplorer:
     def __init__(self, simulate=None, n: int = 300, d: int = 5, lam: float = 0.9):
         import ipywidgets as W
 
-        from qlib.plots import style
+        from qlib.plots import style  # matplotlib only once a widget is built (optional extra)
 
         self.simulate_fn = simulate
         self.n_w = W.IntSlider(value=n, min=50, max=5000, step=50, description="n", **_slider_kw())
@@ -399,7 +399,7 @@ class PerfectExplorer:
     def __init__(self, sample=None, n: int = 100, d: int = 5, lam: float = 0.9, capacity: int = 4):
         import ipywidgets as W
 
-        from qlib.plots import style
+        from qlib.plots import style  # matplotlib only once a widget is built (optional extra)
 
         self.sample_fn = sample
         self.n_w = W.IntSlider(value=n, min=10, max=2000, step=10, description="n", **_slider_kw())

@@ -25,11 +25,13 @@ from time import monotonic
 
 import jupytext
 import nbformat
+from IPython.display import Markdown
 from nbclient import NotebookClient
 from traitlets.config import Config
 
 from qlib._progress import progress_bar
 from qlib._xla import flags as xla_flags
+from qlib.claims_table import key_number, to_dataframe
 from qlib.config import ROOT, SMOKE_ENV
 from qlib.plots import PUBLISH_ENV
 
@@ -57,14 +59,23 @@ def claims_table(rows, columns=CLAIM_COLUMNS):
     """A notebook's claim rows, compact: a pandas Styler of ``columns`` (claim, measured,
     threshold, verdict) whose text wraps to the notebook's width, with a fixed id (the same
     rows give the same HTML, so an executed notebook does not change between runs)."""
-    from qlib.claims import to_dataframe
-
     df = to_dataframe(rows)
     df = df[[c for c in columns if c in df]]
     df.index = range(1, len(df) + 1)
     return (df.style.set_uuid("claims")
             .set_properties(**{"white-space": "normal", "text-align": "left", "vertical-align": "top"})
             .set_table_styles([{"selector": "th", "props": [("text-align", "left")]}]))
+
+
+def what_we_found(rows) -> Markdown:
+    """A notebook's closing section, rendered from its claim rows: one line per row, its verdict,
+    its kind where it is not a claim, the claim, its parameters and the number the verdict rests on
+    (:func:`qlib.claims_table.key_number`, as in the README's summary)."""
+    lines = []
+    for r in rows:
+        kind = "" if r.kind == "claim" else f" ({r.kind})"
+        lines.append(f"- **{r.verdict}**{kind} {r.claim} (*{r.parameters}*): {key_number(r)}")
+    return Markdown("\n".join(lines))
 
 
 def read(path: str | os.PathLike):

@@ -30,6 +30,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from qlib.supermarket.refined import refined_mean_field
+from qlib.supermarket.theory import fluid_fixed_point
+
 #: the d′ searched: [D_MIN, D_MAX_FACTOR x d] (a range reaching the top is printed "at least")
 D_MIN = 1
 D_MAX_FACTOR = 4
@@ -98,8 +101,6 @@ class DPass:
 def refined_fraction(n: int, d: int, one_minus_lam: float) -> tuple[float, ...]:
     """The refined mean field (order 1/n, Gast & Van Houdt 2017) of the fraction of queues with
     length exactly i, i = 0..L, at (n, d, lam = 1 - one_minus_lam), sampling with replacement."""
-    from qlib.supermarket.refined import refined_mean_field
-
     r = refined_mean_field(int(d), 1.0 - float(one_minus_lam))
     return tuple(float(x) for x in r.queue_length_distribution(int(n)))
 
@@ -107,8 +108,6 @@ def refined_fraction(n: int, d: int, one_minus_lam: float) -> tuple[float, ...]:
 @functools.lru_cache(maxsize=4096)
 def fluid_fraction(d: int, one_minus_lam: float, levels: int) -> tuple[float, ...]:
     """The fluid fixed point's fraction of queues with length exactly i, i = 0..levels - 1."""
-    from qlib.supermarket.theory import fluid_fixed_point
-
     s = fluid_fixed_point(int(d), one_minus_lam=float(one_minus_lam), levels=int(levels))
     return tuple(float(a - b) for a, b in zip(s[:-1], s[1:]))
 

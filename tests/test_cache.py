@@ -1,11 +1,11 @@
-"""qlib.cache: sweep results cached with their parameters, seed and versions."""
+"""qlib.results.cache: sweep results cached with their parameters, seed and versions."""
 
 import json
 
 import numpy as np
 import pytest
 
-from qlib import cache
+from qlib.results import cache
 
 
 def test_cache_reuses_and_records_provenance(tmp_path, monkeypatch):

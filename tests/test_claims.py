@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from qlib import claims
+from qlib import claims, claims_table
 
 
 def test_every_study_has_the_study_shape():
@@ -18,11 +18,11 @@ def test_every_study_has_the_study_shape():
 def test_markdown_table_has_one_row_per_claim_and_a_verdict():
     rows = [claims.ClaimRow("P_l < P_m", "lam=3", "0.44 < 0.51", "0.443 ± 0.002", True, "CI below"),
             claims.ClaimRow("k = 2", "d=10", "2", "3", False, "modal max == k")]
-    md = claims.to_markdown(rows)
+    md = claims_table.to_markdown(rows)
     assert md.startswith("claims: 1 PASS, 1 FAIL")
     lines = [l for l in md.splitlines() if l.startswith("| ") and ("PASS" in l or "FAIL" in l)]
     assert sum("**PASS**" in l for l in lines) == 1 and sum("**FAIL**" in l for l in lines) == 1
-    assert json.loads(claims.to_json(rows))[1]["verdict"] == "FAIL"
+    assert json.loads(claims_table.to_json(rows))[1]["verdict"] == "FAIL"
 
 
 def test_a_claim_is_sound_only_if_every_wrong_model_fails_and_runs_are_long_enough():
@@ -45,10 +45,10 @@ def test_markdown_puts_claims_and_identities_in_separate_sections():
     cf = claims.Counterfactual("JSQ(1)", "0.00", False)
     rows = [claims.ClaimRow("a claim", "p", "t", "m", True, counterfactuals=(cf,), taus=20.0, start="empty"),
             claims.ClaimRow("an identity", "p", "t", "m", True, kind="identity")]
-    md = claims.to_markdown(rows)
+    md = claims_table.to_markdown(rows)
     assert md.index("### 1 · PASS: a claim") < md.index("<summary>Identities") < md.index("an identity")
     assert "JSQ(1): 0.00 → FAIL" in md and "empty; 20 τ" in md
-    data = json.loads(claims.to_json(rows))
+    data = json.loads(claims_table.to_json(rows))
     assert data[0]["kind"] == "claim" and data[0]["sound"]
     assert data[0]["counterfactuals"][0]["passed"] is False
     assert data[1]["kind"] == "identity"
@@ -58,7 +58,7 @@ def test_measurements_have_their_own_section_and_are_not_counted_as_claims():
     rows = [claims.ClaimRow("a claim", "p", "t", "m", True,
                             counterfactuals=(claims.Counterfactual("w", "0", False),)),
             claims.ClaimRow("a tail", "p", "t", "m", False, kind="measurement")]
-    md = claims.to_markdown(rows)
+    md = claims_table.to_markdown(rows)
     assert md.index("### 1 · PASS: a claim") < md.index("**Measurements**") < md.index("### 2 · FAIL: a tail")
     assert "claims: 1 PASS, 0 FAIL (1 of the 1 PASS sound" in md and "measurements: 0 PASS, 1 FAIL" in md
     assert claims.ClaimRow("t", "p", "t", "m", True, kind="measurement").sound
@@ -93,9 +93,9 @@ def test_verdicts_counted_per_kind_and_exit_status_fails_only_on_fail():
     assert rows[0].sound  # a near wrong model that passes is the row's resolution, not unsoundness
     assert not claims.exit_failed(rows)
     assert claims.exit_failed(rows + [claims.ClaimRow("d", "p", "t", "m", False)])
-    md = claims.to_markdown(rows)
+    md = claims_table.to_markdown(rows)
     assert "1 INCONCLUSIVE" in md and "1 findings" in md and ">= 0.95" in md and "near: JSQ(d-1)" in md
-    data = json.loads(claims.to_json(rows))
+    data = json.loads(claims_table.to_json(rows))
     assert [r["verdict"] for r in data] == ["PASS", "INCONCLUSIVE", "finding", "PASS"]
     assert data[1]["threshold"] == ">= 0.95"
 
@@ -122,11 +122,11 @@ def test_to_dataframe_one_row_per_table_row():
     cf = claims.Counterfactual("JSQ(2)", "0.0", False)
     rows = [claims.ClaimRow("k = 2", "d=10", "2", "0.99", True, "modal max == k", counterfactuals=(cf,)),
             claims.ClaimRow("sum = lam", "p", "lam", "lam", True, "<= 5 SE", kind="identity")]
-    df = claims.to_dataframe(rows)
+    df = claims_table.to_dataframe(rows)
     assert list(df.number) == [1, 2] and list(df.verdict) == ["PASS", "PASS"]
     assert list(df.wrong_models) == [1, 0] and df.wrong_models_failing[0] == 1 and bool(df.sound[0])
     assert df.columns[0] == "number" and "counterfactuals" not in df
-    assert len(claims.to_dataframe([])) == 0
+    assert len(claims_table.to_dataframe([])) == 0
 
 
 def test_residuals_at_round_off_print_the_same_on_every_cpu():

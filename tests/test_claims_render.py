@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from qlib import claims
+from qlib import claims, claims_table
 from qlib.config import ROOT
 from qlib.power import DPass
 
@@ -130,9 +130,9 @@ def _example_rows() -> list[claims.ClaimRow]:
 
 def test_summary_first_then_rows_grouped_by_study_as_short_blocks():
     rows = _example_rows()
-    md = claims.to_markdown(rows)
+    md = claims_table.to_markdown(rows)
     lines = md.splitlines()
-    assert lines[0] == claims.summary(rows)  # the counts line, then the summary table
+    assert lines[0] == claims_table.summary(rows)  # the counts line, then the summary table
     head = lines.index("| claim | measured (key number, 95% CI) | verdict | figure |")
     fam, mix = md.index("## Supermarket: scaling families"), md.index("## Supermarket: mixing time")
     assert head < fam < mix < md.index("## Supermarket: exact stationary samples")
@@ -171,15 +171,15 @@ def test_kinds_added_later_are_counted_apart_and_collapsed():
         ("novel", "Novel (counted apart"),
     ):
         object.__setattr__(row, "kind", kind)  # a kind KINDS may not list yet
-        md = claims.to_markdown([row])
+        md = claims_table.to_markdown([row])
         assert f"<summary>{title}" in md and "- 1 · **PASS** submultiplicativity" in md, md
         assert "| 1 ·" not in md
 
 
 def test_key_number_picks_the_number_the_verdict_rests_on():
     r = _example_rows()
-    assert claims.key_number(r[1]) == r[1].measured  # short: whole
-    assert claims.key_number(r[0]).startswith(
+    assert claims_table.key_number(r[1]) == r[1].measured  # short: whole
+    assert claims_table.key_number(r[0]).startswith(
         "n=10000: P(max = 2) = 0.975 (0.958 to 0.993)"
     )  # a sweep: last point
     long = claims.ClaimRow(
@@ -190,7 +190,8 @@ def test_key_number_picks_the_number_the_verdict_rests_on():
         "exponent in n -0.001 (95% CI -0.105 to 0.102)",
         True,
     )
-    assert claims.key_number(long) == "exponent in n -0.001 (95% CI -0.105 to 0.102)"  # the part with a CI
+    # the part with a CI
+    assert claims_table.key_number(long) == "exponent in n -0.001 (95% CI -0.105 to 0.102)"
     aside = claims.ClaimRow(
         "c",
         "p",
@@ -199,24 +200,26 @@ def test_key_number_picks_the_number_the_verdict_rests_on():
         "here), relative error at c = 0.4, 0.2: k=2: 17.8%, 9.5%. Simulated at n = 1e4: 22%",
         True,
     )
-    assert claims.key_number(aside) == "fluid fixed point, relative error at c = 0.4, 0.2: k=2: 17.8%, 9.5%"
+    assert (claims_table.key_number(aside)
+            == "fluid fixed point, relative error at c = 0.4, 0.2: k=2: 17.8%, 9.5%")
     words = claims.ClaimRow("c", "p", "t", "x " * 200, True)
-    assert len(claims.key_number(words)) <= claims.KEY_WIDTH + 2 and claims.key_number(words).endswith("…")
+    key = claims_table.key_number(words)
+    assert len(key) <= claims_table.KEY_WIDTH + 2 and key.endswith("…")
 
 
 def test_compact_form_for_a_notebook():
     rows = _example_rows()
-    df = claims.to_dataframe(rows, compact=True)
+    df = claims_table.to_dataframe(rows, compact=True)
     assert list(df.columns) == ["claim", "measured", "threshold", "verdict"]
     assert list(df.index) == [1, 2, 3, 4] and df.index.name == "number"
     assert list(df.verdict) == ["PASS", "FAIL", "PASS", "PASS"] and df.threshold[3] == "—"
-    assert df.measured[1] == claims.key_number(rows[0]) and "(identity)" in df.claim[3]
-    md = claims.to_markdown(rows, compact=True)
-    assert md == claims.compact_markdown(rows) and "<details>" not in md
+    assert df.measured[1] == claims_table.key_number(rows[0]) and "(identity)" in df.claim[3]
+    md = claims_table.to_markdown(rows, compact=True)
+    assert md == claims_table.compact_markdown(rows) and "<details>" not in md
     assert md.splitlines()[2] == "| claim | measured (key number) | threshold (pre-set) | verdict |"
     assert sum(line.startswith("| ") and "**" in line for line in md.splitlines()) == 4  # every row, numbered
     check_fits(md)
-    assert len(claims.to_dataframe([], compact=True)) == 0
+    assert len(claims_table.to_dataframe([], compact=True)) == 0
 
 
 def test_the_width_check_fails_the_old_twelve_column_table():
@@ -230,27 +233,28 @@ def test_the_width_check_fails_the_old_twelve_column_table():
 
 
 def test_every_figure_named_exists_and_every_notebook_claim_has_one():
-    for study, pairs in claims.FIGURES.items():
+    for study, pairs in claims_table.FIGURES.items():
         assert study in claims.STUDIES, study
         for _, name in pairs:
             assert (ROOT / "figures" / name).exists(), name
     rows = _rows_from_json(ROOT / "figures" / "claims.json")
     for r in rows:
         if r.kind == "claim" and r.source != "supermarket: level flow":
-            assert claims.figure_of(r), (r.source, r.claim)
+            assert claims_table.figure_of(r), (r.source, r.claim)
 
 
 def test_the_published_rows_render_inside_the_pane():
     """figures/claims.json (the full-mode rows): the summary, every block and the compact form fit."""
     rows = _rows_from_json(ROOT / "figures" / "claims.json")
-    md = claims.to_markdown(rows)
+    md = claims_table.to_markdown(rows)
     check_fits(md)
-    check_fits(claims.summary_markdown(rows, figures="figures/"))
+    check_fits(claims_table.summary_markdown(rows, figures="figures/"))
     for study in claims.STUDIES:
-        check_fits(claims.compact_markdown([r for r in rows if r.source == study]))
+        check_fits(claims_table.compact_markdown([r for r in rows if r.source == study]))
     n_claims = sum(r.kind == "claim" for r in rows)
     assert (
-        len([line for line in claims.summary_markdown(rows).splitlines() if re.match(r"\| \d+ ·", line)])
+        len([line for line in claims_table.summary_markdown(rows).splitlines()
+             if re.match(r"\| \d+ ·", line)])
         == n_claims
     )
     assert (
@@ -273,7 +277,7 @@ def test_reproduce_puts_the_summary_in_the_readme_and_the_blocks_in_claims_md(mo
     text = readme.read_text()
     inside = text[text.index("<!-- claims:start -->") : text.index("<!-- claims:end -->")]
     assert "old" not in inside and text.endswith("\n\nafter\n")
-    assert claims.summary_markdown(_example_rows(), figures="figures/") in inside
+    assert claims_table.summary_markdown(_example_rows(), figures="figures/") in inside
     assert (
         "<details>" not in inside
         and "### " not in inside

@@ -9,10 +9,11 @@ import pytest
 
 from qlib.claims import VERDICTS
 from qlib.studies import mixing_regime as mr
-from qlib.studies.mixing.parameters import family_point
 from qlib.studies.mixing_regime.claims import CLAIMS, d_sweep_rows, optimal_rows, predicted_rows
 from qlib.studies.mixing_regime.compute import RegimePoints
+from qlib.supermarket import regime
 from qlib.supermarket.mixing_law import predicted_meeting_time
+from qlib.supermarket.regime import family_point
 
 
 def test_the_full_design_is_inside_the_hypotheses():
@@ -22,12 +23,12 @@ def test_the_full_design_is_inside_the_hypotheses():
     lam = 1 - ds["one_minus_lam"]
     assert max(ds["ds"]) / min(ds["ds"]) >= 3
     for d in ds["ds"]:
-        assert mr.inside(mr.hypotheses(ds["n"], d, lam, **C["hypotheses"]))
+        assert regime.inside(regime.hypotheses(ds["n"], d, lam, **C["hypotheses"]))
         assert mr.design_holds(ds["n"], d, lam, **C["design"])
     fam = P["family"]
     assert (
         sum(
-            mr.inside(mr.hypotheses(*family_point(n, fam["alpha"], fam["beta"]), **C["hypotheses"]))
+            regime.inside(regime.hypotheses(*family_point(n, fam["alpha"], fam["beta"]), **C["hypotheses"]))
             for n in fam["ns"]
         )
         >= 3
@@ -36,8 +37,8 @@ def test_the_full_design_is_inside_the_hypotheses():
 
 def test_hypotheses_fail_outside():
     # the old sweep (n = 3000, 1-lam = 1e-3, d = 100): n (1-lam)^2 d = 0.3 < 10, outside H3
-    h = mr.hypotheses(3000, 100, 1 - 1e-3, **mr.CLAIM_THRESHOLDS["hypotheses"])
-    assert not h["H3"] and not mr.inside(h)
+    h = regime.hypotheses(3000, 100, 1 - 1e-3, **mr.CLAIM_THRESHOLDS["hypotheses"])
+    assert not h["H3"] and not regime.inside(h)
     assert not mr.design_holds(3000, 400, 1 - 1e-3, **mr.CLAIM_THRESHOLDS["design"])  # (1-lam) d = 0.4
 
 
@@ -83,10 +84,11 @@ def _result(sweep, fixed, jsq2, family=None, family_jsq2=None):
         sweep_jsq2=jsq2,
         family_jsq2=family_jsq2 or fam,
         hyp_sweep=[
-            mr.hypotheses(int(sweep.n[j]), int(d), float(sweep.lam[j]), **H) for j, d in enumerate(sweep.d)
+            regime.hypotheses(int(sweep.n[j]), int(d), float(sweep.lam[j]), **H)
+            for j, d in enumerate(sweep.d)
         ],
         hyp_family=[
-            mr.hypotheses(int(n), int(d), float(lam), **H) for n, d, lam in zip(fam.n, fam.d, fam.lam)
+            regime.hypotheses(int(n), int(d), float(lam), **H) for n, d, lam in zip(fam.n, fam.d, fam.lam)
         ],
     )
 

@@ -7,7 +7,8 @@ import shutil
 import numpy as np
 import pytest
 
-from qlib import cache, results
+from qlib import results, simulations
+from qlib.results import cache, long, recorder
 from qlib.supermarket import simulate, simulate_many
 
 
@@ -175,19 +176,19 @@ def test_long_tier_resumes_point_by_point_after_an_interruption(tiers):
     lines = []
     out = lambda *a, **k: lines.append(" ".join(map(str, a)))  # noqa: E731
     with pytest.raises(Killed):
-        results.run_long([("demo", study(kill_after=1))], scale=1.0, out=out)
+        long.run_long([("demo", study(kill_after=1))], scale=1.0, out=out)
     assert done == [0] and len(results.entries("long")) == 1  # the group of 3 ran point by point
     assert any("results-long: 1 entries stored" in ln for ln in lines)
-    results.run_long([("demo", study())], scale=1.0, out=out)
+    long.run_long([("demo", study())], scale=1.0, out=out)
     assert done == [0, 1, 2]  # the rerun computes only the unfinished points
     assert [results.status(e, recompute=True) for e in results.entries("long")] == ["fresh"] * 3
-    results.run_long([("demo", study())], scale=1.0, out=out)
+    long.run_long([("demo", study())], scale=1.0, out=out)
     assert done == [0, 1, 2]
 
 
 def test_npz_bytes_are_deterministic_and_readable(tmp_path):
     arrays = {"b": np.arange(5, dtype=np.int64), "a": np.linspace(0, 1, 7), "s": np.str_("random")}
-    one, two = results._npz_bytes(arrays), results._npz_bytes(dict(reversed(list(arrays.items()))))
+    one, two = results.npz_bytes(arrays), results.npz_bytes(dict(reversed(list(arrays.items()))))
     assert one == two
     (tmp_path / "x.npz").write_bytes(one)
     with np.load(tmp_path / "x.npz") as f:
@@ -195,11 +196,11 @@ def test_npz_bytes_are_deterministic_and_readable(tmp_path):
 
 
 def test_recorder_attributes_chains_to_entries_by_seed():
-    with cache.recording() as rec:
+    with recorder.recording() as rec:
         r = simulate(40, 2, 0.8, steps=500, replicas=2, seed=5)
         simulate(40, 2, 0.8, steps=500, replicas=2, initial=r)  # continued: the same chain
         simulate(30, 2, 0.8, steps=500, replicas=1, seed=6)
-        with cache.not_recording():
+        with simulations.listening(None):  # no one hears: not recorded
             simulate(30, 2, 0.8, steps=500, replicas=1, seed=7)
     assert [(c["seed"], c["calls"], c["steps"]) for c in rec.chains] == [(5, 2, 1000), (6, 1, 500)]
     prov = rec.provenance([5, 6])
@@ -264,7 +265,7 @@ def test_note_says_where_the_numbers_come_from(tiers):
 def test_claims_json_is_the_same_on_any_cpu():
     """Derived floats that differ in their last bits (as BLAS kernels on two CPUs give) publish
     the same claims.json; round-off-level residuals publish as "< 1e-12"."""
-    from qlib import claims
+    from qlib import claims, claims_table
 
     def rows(eps):
         cf = claims.Counterfactual(
@@ -287,27 +288,28 @@ def test_claims_json_is_the_same_on_any_cpu():
             )
         ]
 
-    one, two = claims.to_json(rows(0.0)), claims.to_json(rows(3e-15))
+    one, two = claims_table.to_json(rows(0.0)), claims_table.to_json(rows(3e-15))
     assert one == two
     row = json.loads(one)[0]
     assert row["taus"] == 20.0001 and row["counterfactuals"][0]["value"] == -0.10599
     assert row["counterfactuals"][0]["se_distance"] == 65.1273 and row["measured"] == "residual < 1e-12"
     assert row["counterfactuals"][0]["measured"] == "|sim - exact|/SE = 65.1273"
-    assert claims.published([1e-3, 0.0, 7, "n = 100000, lam = 0.9, 1e-5"]) == [
+    assert claims_table.published([1e-3, 0.0, 7, "n = 100000, lam = 0.9, 1e-5"]) == [
         0.001,
         0.0,
         7,
         "n = 100000, lam = 0.9, 1e-5",
     ]
     assert (
-        claims.published(-4.4e-16) == "< 1e-12" and claims.published("lam=0.9099999999999999") == "lam=0.91"
+        claims_table.published(-4.4e-16) == "< 1e-12"
+        and claims_table.published("lam=0.9099999999999999") == "lam=0.91"
     )
 
 
 def test_heterogeneous_runs_are_recorded_and_their_checkpoint_recomputes():
     from qlib.heterogeneous import simulate as hsim
 
-    with cache.recording() as rec:
+    with recorder.recording() as rec:
         r = hsim(0.9, [1.0, 0.5], steps=3000, replicas=2, seed=4, policy="longest_idle")
         hsim(0.9, [1.0, 0.5], steps=3000, initial=r, policy="longest_idle")  # continued: the same chain
     (chain,) = rec.chains

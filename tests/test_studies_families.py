@@ -7,26 +7,27 @@ import pytest
 
 from qlib import claims
 from qlib.studies import families as F
+from qlib.supermarket import regime
 
 
 def test_family_points_and_gamma():
-    assert F.family_point(10_000, 0.75, 0.5) == (10_000, 100, 1 - 1e-3)
-    assert F.gamma(0.75, 0.5) == pytest.approx(0.0)
-    assert F.gamma(0.5, 0.4) == pytest.approx(0.4)
-    assert F.gamma(0.8, 0.35) == pytest.approx(1 - 1.6 + 0.7)  # k = 3
-    h = F.hypotheses(10_000, 39, 1 - 1e-2, 0.5, 0.4, c_max=0.5, gamma_min=0.0)
+    assert regime.family_point(10_000, 0.75, 0.5) == (10_000, 100, 1 - 1e-3)
+    assert regime.gamma(0.75, 0.5) == pytest.approx(0.0)
+    assert regime.gamma(0.5, 0.4) == pytest.approx(0.4)
+    assert regime.gamma(0.8, 0.35) == pytest.approx(1 - 1.6 + 0.7)  # k = 3
+    h = regime.family_hypotheses(10_000, 39, 1 - 1e-2, 0.5, 0.4, c_max=0.5, gamma_min=0.0)
     assert h["H0"] and h["H1"] and h["H2"] and h["H3"] and h["k"] == 2
     assert h["buffer_over_excursion"] == pytest.approx((1e4 * 1e-4 * 39) ** 0.5)  # n^(gamma/2)
-    assert not F.hypotheses(10_000, 100, 1 - 1e-3, 0.75, 0.5, c_max=0.5, gamma_min=0.0)["H3"]
+    assert not regime.family_hypotheses(10_000, 100, 1 - 1e-3, 0.75, 0.5, c_max=0.5, gamma_min=0.0)["H3"]
 
 
 def test_full_parameters_cover_the_issue():
     fams = F.PARAMETERS["full"]["families"]
     k2_pos = [n for n, f in fams.items() if math.ceil(f["alpha"] / f["beta"]) == 2
-              and F.gamma(f["alpha"], f["beta"]) > 0]
+              and regime.gamma(f["alpha"], f["beta"]) > 0]
     assert len(k2_pos) >= 3
-    assert any(abs(F.gamma(f["alpha"], f["beta"])) < 1e-12 for f in fams.values())
-    assert any(F.gamma(f["alpha"], f["beta"]) < 0 for f in fams.values())
+    assert any(abs(regime.gamma(f["alpha"], f["beta"])) < 1e-12 for f in fams.values())
+    assert any(regime.gamma(f["alpha"], f["beta"]) < 0 for f in fams.values())
     assert any(math.ceil(f["alpha"] / f["beta"]) == 3 for f in fams.values())
     for f in fams.values():
         assert min(f["ns"]) >= 1_000
@@ -101,7 +102,8 @@ def long_smoke(tiers, monkeypatch):
 
 
 def test_long_points_are_read_from_results_long_and_never_computed(long_smoke, monkeypatch):
-    from qlib import cache, results
+    from qlib import results
+    from qlib.results import cache, long
 
     FC = long_smoke
     monkeypatch.setattr(FC, "long_read_only", lambda mode: True)  # as full mode outside the long run
@@ -114,11 +116,11 @@ def test_long_points_are_read_from_results_long_and_never_computed(long_smoke, m
     assert FC.long_cost("smoke") > 0
     with pytest.raises(cache.NotStored):  # the local cache was not filled either: nothing computed
         with cache.stored_only("long"):
-            FC._estimates_and_sd("smoke", "A", [FC.family_point(2_000, 0.5, 0.4)], 1, progress=False)
+            FC._estimates_and_sd("smoke", "A", [regime.family_point(2_000, 0.5, 0.4)], 1, progress=False)
 
     # the long run computes it (and the wrong models at the new largest n), point by point
     monkeypatch.setattr(FC, "long_read_only", lambda mode: results.write_tier() != "long")
-    results.run_long([("families", lambda: FC.run("smoke", progress=False))], scale=1.0,
+    long.run_long([("families", lambda: FC.run("smoke", progress=False))], scale=1.0,
                      out=lambda *a, **k: None)
     # (the default points land there too here: this test's results/default is empty)
     at = sorted(e.stem.name.split("-")[0] for e in results.entries("long")

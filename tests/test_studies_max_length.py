@@ -13,6 +13,7 @@ import pytest
 
 import qlib.supermarket as sm
 from qlib.studies import max_length as eq
+from qlib.supermarket import regime
 
 Z = 5.0
 TOL = eq.PARAMETERS["smoke"]["claims"]["profile"]["tolerance"]
@@ -50,11 +51,11 @@ def test_profile_view_bad_input(kw, name):
 def test_fluid_max_length_brute_force():
     for n, d, lam in [(10**4, 2, 0.9), (10**4, 1000, 0.9), (10**6, 10, 0.99), (50, 3, 0.5)]:
         s = sm.fluid_fixed_point(d, lam, 40)
-        assert eq.fluid_max_length(n, d, lam) == max(i for i in range(41) if n * s[i] >= 0.5)
+        assert regime.fluid_max_length(n, d, lam) == max(i for i in range(41) if n * s[i] >= 0.5)
     # d = 1: geometric tail lam^i
-    assert eq.fluid_max_length(1000, 1, 0.5) == max(i for i in range(40) if 1000 * 0.5**i >= 0.5)
+    assert regime.fluid_max_length(1000, 1, 0.5) == max(i for i in range(40) if 1000 * 0.5**i >= 0.5)
     with pytest.raises(ValueError, match="lam"):
-        eq.fluid_max_length(100, 2, 1.5)
+        regime.fluid_max_length(100, 2, 1.5)
 
 
 def test_interactive_run_shapes_seed_and_coverage():
@@ -106,18 +107,18 @@ def _fake(max_dist, p=None, n=10**4, d=20, lam=0.998):
 
 
 def test_the_criteria_can_fail():
-    ok, _, _ = eq._max_verdict(_fake([0, 0, 0, 0.95, 0.05, 0]), 0, 3, 0.9)
+    ok, _, _ = eq.max_verdict(_fake([0, 0, 0, 0.95, 0.05, 0]), 0, 3, 0.9)
     assert ok == "PASS"  # CI 0.93 to 0.97, wholly above 0.9
-    bad, _, _ = eq._max_verdict(_fake([0, 0, 0, 0.5, 0.5, 0]), 0, 3, 0.9)
+    bad, _, _ = eq.max_verdict(_fake([0, 0, 0, 0.5, 0.5, 0]), 0, 3, 0.9)
     assert bad == "FAIL"
-    unsure, _, _ = eq._max_verdict(_fake([0, 0, 0, 0.91, 0.09, 0]), 0, 3, 0.9)
+    unsure, _, _ = eq.max_verdict(_fake([0, 0, 0, 0.91, 0.09, 0]), 0, 3, 0.9)
     assert unsure == "INCONCLUSIVE"  # CI 0.89 to 0.93 straddles 0.9
     fp = sm.fluid_fixed_point(20, 0.998, 4)
     exact = fp[:-1] - fp[1:]
-    ok, _, _ = eq._profile_verdict(_fake([0] * 6, np.append(exact, 0)), 0, 20, 0.998, 3, TOL)
+    ok, _, _ = eq.profile_verdict(_fake([0] * 6, np.append(exact, 0)), 0, 20, 0.998, 3, TOL)
     assert ok
     off = np.append(exact, 0) * np.array([1, 1.2, 1, 1, 1])  # length 1 off by 20%
-    bad, _, _ = eq._profile_verdict(_fake([0] * 6, off), 0, 20, 0.998, 3, TOL)
+    bad, _, _ = eq.profile_verdict(_fake([0] * 6, off), 0, 20, 0.998, 3, TOL)
     assert not bad
 
 

@@ -12,15 +12,16 @@ import pytest
 import qlib.supermarket as sm
 from qlib import stats
 from qlib.studies import mixing as study
+from qlib.supermarket import regime
 
 LEVELS = 14
 
 
 def test_family_point_and_scales():
-    n, d, lam = study.family_point(10_000, 0.75, 0.5)
+    n, d, lam = regime.family_point(10_000, 0.75, 0.5)
     assert (n, d) == (10_000, 100) and lam == pytest.approx(1 - 1e-3)
-    assert study.reference_time(n, d, lam) == pytest.approx(2 * 100 * n * np.log(n))
-    assert study.lower_time(n, d, lam) == pytest.approx(n * lam * 100)
+    assert regime.reference_time(n, d, lam) == pytest.approx(2 * 100 * n * np.log(n))
+    assert regime.lower_time(n, d, lam) == pytest.approx(n * lam * 100)
 
 
 def test_stationary_samples_have_the_exact_mean():
@@ -119,9 +120,9 @@ def test_d_scaling_is_judged_two_sided():
             rng = np.random.default_rng(0)
             self.T = (self.d[:, None].astype(float) ** e) * rng.uniform(0.95, 1.05, (4, 16))
     tol = study.PARAMETERS["full"]["claims"]["d_exponent_tol"]
-    assert study._d_exponent(M(1.0), None, tol)[0] == "PASS"
-    assert study._d_exponent(M(0.0), None, tol)[0] == "FAIL"
-    assert study._d_exponent(M(2.0), None, tol)[0] == "FAIL"  # above the band: two-sided
+    assert study.d_exponent(M(1.0), None, tol)[0] == "PASS"
+    assert study.d_exponent(M(0.0), None, tol)[0] == "FAIL"
+    assert study.d_exponent(M(2.0), None, tol)[0] == "FAIL"  # above the band: two-sided
 
 
 def test_explore_slider_callback():
@@ -148,7 +149,7 @@ def test_summary_is_the_numbers_of_the_result(smoke):
         ok = np.isfinite(T[j])
         assert g.met[j] == ok.mean() and g.T_mean[j] == T[j][ok].mean()
         n, d, lam = int(smoke.good.n[j]), int(smoke.good.d[j]), float(smoke.good.lam[j])
-        assert g.T_over_upper[j] == g.T_mean[j] / study.reference_time(n, d, lam)
+        assert g.T_over_upper[j] == g.T_mean[j] / regime.reference_time(n, d, lam)
     lo = df[df.set == "lower"].reset_index(drop=True)
     assert np.array_equal(lo.crossing_good, smoke.lower.crossing_good)
     assert np.array_equal(lo.crossing_stationary, smoke.lower.crossing_stationary)

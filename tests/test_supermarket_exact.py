@@ -85,11 +85,11 @@ def reference_summary(n, d, lam, cap, spread_cap=None, replacement=True):
 
 
 def box_summary(n, d, lam, cap, spread_cap, replacement, solver):
-    box = E._Box(n, d, lam, replacement, cap, spread_cap)
+    box = E.Box(n, d, lam, replacement, cap, spread_cap)
     if solver == "direct":
-        x, res, _ = E._solve_direct(box)
+        x, res, _ = E.solve_direct(box)
     else:
-        x, res, _ = E._solve_iterative(box, None, 1e-13, 5000)
+        x, res, _ = E.solve_iterative(box, None, 1e-13, 5000)
     tail = np.array([(x * (box.A >= i).sum(axis=1)).sum() / n for i in range(cap + 1)])
     max_law = np.bincount(box.M, weights=x, minlength=cap + 1)
     return tail, max_law, float(x[box.boundary].sum()), res, box.S
@@ -297,7 +297,7 @@ BAD = [
 
 @pytest.mark.parametrize("bad,name", BAD)
 def test_bad_input_raises_before_building(bad, name, monkeypatch):
-    monkeypatch.setattr(E, "_Box", _no_build)
+    monkeypatch.setattr(E, "Box", _no_build)
     kw = dict(n=4, d=2, lam=0.5, levels=3) | bad
     with pytest.raises(ValueError, match=rf"\b{name}\b"):
         sm.exact_equilibrium(kw.pop("n"), kw.pop("d"), kw.pop("lam"), **kw)
@@ -307,7 +307,7 @@ def test_bad_input_raises_before_building(bad, name, monkeypatch):
                                       (dict(tol=-1), "tol"), (dict(levels=-2), "levels"),
                                       (dict(n=0), "n")])
 def test_tail_fraction_rejects_bad_input(bad, name, monkeypatch):
-    monkeypatch.setattr(E, "_Box", _no_build)
+    monkeypatch.setattr(E, "Box", _no_build)
     kw = dict(n=2, d=2, lam=0.8, levels=3) | bad
     with pytest.raises(ValueError, match=rf"\b{name}\b"):
         sm.exact_tail_fraction(kw.pop("n"), kw.pop("d"), kw.pop("lam"), kw.pop("levels"), **kw)
@@ -316,7 +316,7 @@ def test_tail_fraction_rejects_bad_input(bad, name, monkeypatch):
 @pytest.mark.parametrize("bad,name", [(dict(cap=0), "cap"), (dict(cap=2.5), "cap"), (dict(lam=2), "lam"),
                                       (dict(n=12, cap=40), "cap")])
 def test_exact_stationary_rejects_bad_input(bad, name, monkeypatch):
-    monkeypatch.setattr(E, "_Box", _no_build)
+    monkeypatch.setattr(E, "Box", _no_build)
     kw = dict(n=3, d=2, lam=0.5, cap=6) | bad
     with pytest.raises(ValueError, match=rf"\b{name}\b"):
         sm.exact_stationary(kw.pop("n"), kw.pop("d"), kw.pop("lam"), kw.pop("cap"), **kw)
@@ -326,13 +326,13 @@ def test_state_limit_raises_before_the_big_box(monkeypatch):
     # n = 10 at lam = 0.9 needs millions of states: with max_states = 1e5 the growth stops
     # with a ValueError, and no box beyond the limit is ever built
     built = []
-    real = E._Box
+    real = E.Box
 
     def counting_box(n, d, lam, rep, C, W):
         built.append(E.box_states(n, C, W))
         return real(n, d, lam, rep, C, W)
 
-    monkeypatch.setattr(E, "_Box", counting_box)
+    monkeypatch.setattr(E, "Box", counting_box)
     with pytest.raises(ValueError, match=r"\bmax_states\b"):
         sm.exact_equilibrium(10, 2, 0.9, levels=14, tol=1e-7, max_states=100_000)
     assert built and max(built) <= 100_000

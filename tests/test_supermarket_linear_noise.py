@@ -133,10 +133,11 @@ def test_against_simulation(n, d, lam, seed):
 
 @pytest.mark.parametrize("n,d,lam", [(300, 4, 0.97), (10_000, 39, 0.99), (200_000, 245, 1 - 7e-4)])
 def test_slider_view_is_the_api_and_fast(n, d, lam):
-    """qlib.slider_theory.fluctuation_view (NumPy, no compile) gives linear_noise's numbers, in < 250 ms."""
+    """qlib.supermarket.regime.fluctuation_view (NumPy, no compile) gives linear_noise's numbers, in
+    < 250 ms."""
     import time
 
-    from qlib.slider_theory import fluctuation_view
+    from qlib.supermarket.regime import fluctuation_view
 
     ln = sm.linear_noise(n, d, lam)
     t = time.perf_counter()

@@ -78,7 +78,7 @@ def test_bottom_stays_below_top_at_every_step_and_meets_at_the_sample():
     w = r.words(3, [-1, 0])
     s3 = np.uint64(r.start_states[3])
     with np.errstate(over="ignore"):
-        want = [_rng._mix64_np(s3 + np.uint64(k % 2**64) * np.uint64(_rng.GOLDEN)) for k in (-3, -2, -1, 0)]
+        want = [_rng.mix64_np(s3 + np.uint64(k % 2**64) * np.uint64(_rng.GOLDEN)) for k in (-3, -2, -1, 0)]
     assert [int(x) for x in w.ravel()] == [int(x) for x in want]
 
 

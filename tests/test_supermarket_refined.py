@@ -32,10 +32,10 @@ import qlib.supermarket as sm
 from qlib import stats
 from qlib.supermarket.refined import (
     _order2_derivatives,
-    _second_order,
     _solve_sylvester3,
     refined_mean_field,
     relaxation_time,
+    second_order,
 )
 from qlib.supermarket.refined import relaxation_time as refined_relaxation_time
 from qlib.supermarket.theory import steps_per_time
@@ -217,7 +217,7 @@ def test_mm1_order2_vanishes_and_binomial_moments():
     with jax.enable_x64(True):
         der = {k: np.asarray(v) for k, v in _order2_derivatives(
             jnp.asarray(r.fixed_point[1:]), jnp.float64(lam), d=1, replacement=True).items()}
-    C = _second_order(r.jacobian, r.covariance[1:, 1:], r.correction[1:], der, third_moment=True)["C"]
+    C = second_order(r.jacobian, r.covariance[1:, 1:], r.correction[1:], der, third_moment=True)["C"]
     p = lam ** np.arange(1, L + 1)
     i, j, k = np.meshgrid(*(np.arange(L),) * 3, indexing="ij")
     pm = lambda *idx: p[np.maximum.reduce(idx)]  # E[1_a 1_b ...] = P(length >= max)

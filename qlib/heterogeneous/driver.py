@@ -10,7 +10,7 @@ import jax.numpy as jnp
 
 from qlib import _sharding
 from qlib._progress import progress_bar
-from qlib.heterogeneous.state import _Totals
+from qlib.heterogeneous.state import Totals
 
 
 def _chunk_length(R: int, n: int) -> int:
@@ -27,7 +27,7 @@ def _plan(burn_in: int, steps: int, chunk: int) -> list[tuple[int, int]]:
     return out
 
 
-def _drive(run_chunk: Callable, chain, totals: _Totals, *, burn_in: int, steps: int, chunk: int | None,
+def drive(run_chunk: Callable, chain, totals: Totals, *, burn_in: int, steps: int, chunk: int | None,
            replicas: int, progress: bool):
     """The one chunk driver: ``burn_in`` unrecorded and ``steps`` recorded steps in chunks of
     ``chunk`` steps (default :func:`_chunk_length`), one compiled loop each, with the progress

@@ -38,7 +38,7 @@ def stationary_distribution(lam: float, mus: ArrayLike) -> tuple[np.ndarray, np.
     if n > 12:
         raise ValueError(f"mus must have at most 12 servers for stationary_distribution; got {n}")
     rho = lam_f / m.sum()
-    sets = _all_sets(n)
+    sets = all_sets(n)
     x = lam_f / m
     k = sets.sum(axis=1)
     w = np.array([math.factorial(n - kk) / math.factorial(n) for kk in k])
@@ -52,7 +52,7 @@ def _first_idle_order(m: np.ndarray, policy: str) -> np.ndarray:
     return np.argsort(-m if policy == "fastest" else m, kind="stable")
 
 
-def _set_generator(lam_f: float, m: np.ndarray, policy: str, queue_cap: int) -> sparse.csr_matrix:
+def set_generator(lam_f: float, m: np.ndarray, policy: str, queue_cap: int) -> sparse.csr_matrix:
     """The CTMC generator on (busy set, q), q <= queue_cap, (N, N) with N = 2^n + queue_cap.
 
     Index s < 2^n: busy set with bitmask s and no queue; 2^n + q - 1: all busy, q >= 1 waiting.
@@ -96,7 +96,7 @@ def _aggregated_solve(lam_f: float, m: np.ndarray, policy: str, rho: float):
     """:func:`generator_solve` without truncation: the all-busy block aggregated (see there)."""
     n = m.size
     nS, full = 1 << n, (1 << n) - 1
-    Qm = _set_generator(lam_f, m, policy, 0).tolil()
+    Qm = set_generator(lam_f, m, policy, 0).tolil()
     for j in range(n):  # leave the all-busy block only when its queue is empty: P = 1 - rho
         Qm[full, full & ~(1 << j)] = m[j] * (1.0 - rho)
     Qm[full, full] = 0.0
@@ -110,7 +110,7 @@ def _aggregated_solve(lam_f: float, m: np.ndarray, policy: str, rho: float):
     cap = int(min(20000, max(10, math.ceil(math.log(1e-16) / math.log(rho)))))
     q = np.arange(1, cap + 1)
     qd = np.concatenate([[1.0 - ps[full] * rho], ps[full] * (1.0 - rho) * rho**q])
-    return _all_sets(n), ps, qd
+    return all_sets(n), ps, qd
 
 
 def generator_solve(lam: float, mus: ArrayLike, *, queue_cap: int | None = None,
@@ -156,21 +156,21 @@ def generator_solve(lam: float, mus: ArrayLike, *, queue_cap: int | None = None,
     full = (1 << n) - 1
     nS = 1 << n
     N = nS + queue_cap
-    Qm = _set_generator(lam_f, m, policy, queue_cap)
+    Qm = set_generator(lam_f, m, policy, queue_cap)
     # pi Q = 0 with sum(pi) = 1: replace one balance equation by the normalisation
     A = Qm.T.tolil()
     A[0, :] = 1.0
     b = np.zeros(N)
     b[0] = 1.0
     pi = splinalg.spsolve(A.tocsc(), b)
-    sets = _all_sets(n)
+    sets = all_sets(n)
     ps = pi[:nS].copy()
     ps[full] += pi[nS:].sum()
     qd = np.concatenate([[1.0 - pi[nS:].sum()], pi[nS:]])
     return sets, ps, qd
 
 
-def _all_sets(n: int) -> np.ndarray:
+def all_sets(n: int) -> np.ndarray:
     """Row s is the busy set with bitmask s (server j busy iff bit j of s is set)."""
     s = np.arange(1 << n)[:, None]
     return ((s >> np.arange(n)[None, :]) & 1).astype(bool)

@@ -16,7 +16,7 @@ from scipy.special import gammaln
 
 from qlib import _validate
 from qlib.heterogeneous.exact import POLICIES, check_rates
-from qlib.heterogeneous.oracles import _all_sets, _set_generator
+from qlib.heterogeneous.oracles import all_sets, set_generator
 
 #: Largest n for :func:`relaxation_time`: 2^n busy sets ("random", "fastest", "slowest"), or
 #: sum_k n!/k! ordered idle lists ("longest_idle": 13,700 at n = 7).
@@ -72,7 +72,7 @@ def _generator(lam_f: float, m: np.ndarray, policy: str, queue_cap: int) -> tupl
     states with q >= 1 waiting are the last ``queue_cap`` indices, q = 1, 2, ..."""
     if policy == "longest_idle":
         return _ordered_generator(lam_f, m, queue_cap), 0  # the empty idle list comes first
-    return _set_generator(lam_f, m, policy, queue_cap), (1 << m.size) - 1
+    return set_generator(lam_f, m, policy, queue_cap), (1 << m.size) - 1
 
 
 def _log_stationary_q0(lam_f: float, m: np.ndarray, policy: str, *, solve: bool = False) -> np.ndarray:
@@ -82,7 +82,7 @@ def _log_stationary_q0(lam_f: float, m: np.ndarray, policy: str, *, solve: bool 
     solve of the chain at queue cap 0, which is the chain censored to q = 0 (an arrival's
     excursion into the queue returns where it began), so its stationary law is pi on q = 0."""
     if policy == "random" and not solve:
-        sets = _all_sets(m.size)
+        sets = all_sets(m.size)
         return gammaln(m.size - sets.sum(axis=1) + 1.0) + sets @ (math.log(lam_f) - np.log(m))
     Q0, _ = _generator(lam_f, m, policy, 0)
     N0 = Q0.shape[0]

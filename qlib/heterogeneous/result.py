@@ -60,7 +60,7 @@ class SimulationResult:
         return self.busy_fraction.shape[0]
 
     def arrays(self) -> dict[str, np.ndarray]:
-        """Every field as a dict of arrays (the sweep cache's form: :func:`qlib.cache.cached`);
+        """Every field as a dict of arrays (the sweep cache's form: :func:`qlib.results.cache.cached`);
         :meth:`from_arrays` gives the same result back, bit for bit."""
         out = {f: np.asarray(getattr(self, f)) for f in _RESULT_ARRAYS}
         out |= {

@@ -18,19 +18,18 @@ import jax.numpy as jnp
 import numpy as np
 from numpy.typing import ArrayLike
 
-from qlib import _rng, _sharding, _validate
-from qlib import cache as _cache
-from qlib.heterogeneous.driver import _drive
+from qlib import _rng, _sharding, _validate, simulations
+from qlib.heterogeneous.driver import drive
 from qlib.heterogeneous.exact import POLICIES, check_rates
 from qlib.heterogeneous.result import ChainState, SimulationResult
 from qlib.heterogeneous.state import (
-    _ArrayChain,
-    _BitsChain,
-    _check_state,
-    _fresh_state,
-    _from_kernel,
-    _to_kernel,
-    _Totals,
+    ArrayChain,
+    BitsChain,
+    Totals,
+    check_state,
+    fresh_state,
+    from_kernel,
+    to_kernel,
 )
 
 #: The smallest share of the total rate Lambda = lam + sum(mu) that lam or any mu_j may have,
@@ -155,10 +154,10 @@ def _rank(w2, k):
     return (hi * k + ((lo * k) >> 32)) >> 32
 
 
-def _totals_add(totals: _Totals, counts, record) -> _Totals:
+def _totals_add(totals: Totals, counts, record) -> Totals:
     """Chunk counts added to the int64 run totals when ``record`` is 1."""
     r = record.astype(jnp.int64)
-    return _Totals(*(t + r * c.astype(jnp.int64) for t, c in zip(totals, counts)))
+    return Totals(*(t + r * c.astype(jnp.int64) for t, c in zip(totals, counts)))
 
 
 # --------------------------------------------------------------------------- array kernel
@@ -213,7 +212,7 @@ def _array_step(rule: str, consts, i, c):
 
 
 @partial(jax.jit, static_argnames=("rule",), donate_argnums=(0, 1))
-def _array_chunk(chain: _ArrayChain, totals: _Totals, cuts, nsteps, record, weights=None, *, rule: str):
+def _array_chunk(chain: ArrayChain, totals: Totals, cuts, nsteps, record, weights=None, *, rule: str):
     """Advance every replica ``nsteps`` steps with the array kernel; add the counts to ``totals``
     when ``record`` is 1. ``cuts`` (n,) uint64 are the cut points C_0..C_{n-1}."""
     n, R = chain.busy.shape
@@ -230,7 +229,7 @@ def _array_chunk(chain: _ArrayChain, totals: _Totals, cuts, nsteps, record, weig
         key = jnp.where(busy, jnp.int32(2**31 - 1), stamp)
         rank = jnp.argsort(jnp.argsort(key, axis=0, stable=True), axis=0, stable=True)
         stamp = rank.astype(jnp.int32) - n
-    return _ArrayChain(rng, busy, q, stamp), _totals_add(totals, acc, record)
+    return ArrayChain(rng, busy, q, stamp), _totals_add(totals, acc, record)
 
 
 # --------------------------------------------------------------------------- bits kernel
@@ -405,7 +404,7 @@ def _busy_bits(mask, n: int):
 
 
 @partial(jax.jit, static_argnames=("rule", "n"), donate_argnums=(0, 1))
-def _bits_chunk(chain: _BitsChain, totals: _Totals, cuts, nsteps, record, *, rule: str, n: int):
+def _bits_chunk(chain: BitsChain, totals: Totals, cuts, nsteps, record, *, rule: str, n: int):
     """Advance every replica ``nsteps`` steps with the bits kernel; add the counts to ``totals``
     when ``record`` is 1. Same rules and random words as :func:`_array_chunk`, same results."""
     R = chain.rng.shape[0]
@@ -419,7 +418,7 @@ def _bits_chunk(chain: _BitsChain, totals: _Totals, cuts, nsteps, record, *, rul
     acc_q = acc_q - chain.queue.astype(jnp.int64) + q.astype(jnp.int64)  # q after steps 0..nsteps-1
     busy = (acc_srv >> 32) + jnp.asarray(nsteps, jnp.int64) * _busy_bits(mask, n)
     done = acc_srv & jnp.int64(0xFFFFFFFF)
-    return _BitsChain(rng, mask, q, fifo), _totals_add(totals, (busy, done, acc_q, acc_arr, acc_wait), record)
+    return BitsChain(rng, mask, q, fifo), _totals_add(totals, (busy, done, acc_q, acc_arr, acc_wait), record)
 
 
 # --------------------------------------------------------------------------- driver
@@ -490,7 +489,7 @@ def simulate(lam: float, mus: ArrayLike, *, steps: int, replicas: int | None = N
     if progress is None:
         progress = (steps + burn_in) * R * _work_units(n, use_bits) > 2e8  # roughly > 10 s
     if start is None:
-        start = _fresh_state(seed, replicas, n, policy)
+        start = fresh_state(seed, replicas, n, policy)
     perm = _order(m, policy)  # kernel order; results are mapped back to input order
     totals, state = _run(lam_f, m, perm, start, R, use_bits, weights, policy, burn_in=burn_in, steps=steps,
                          chunk=chunk, replicas=replicas, progress=progress)
@@ -504,8 +503,7 @@ def simulate(lam: float, mus: ArrayLike, *, steps: int, replicas: int | None = N
         busy_fraction=(tot_busy / steps).T[:, inv], throughput=(tot_done / time).T[:, inv],
         mean_queue=tot_q / steps, wait_fraction=wait_fraction, arrivals=tot_arr,
         time=np.full(replicas, time), state=state)
-    _cache.report_heterogeneous(res, start, routing_exponent,
-                                seeded=initial is None)  # provenance (cache.recording)
+    simulations.ran_heterogeneous(res, start, routing_exponent, seeded=initial is None)  # whoever listens
     return res
 
 
@@ -549,7 +547,7 @@ def _start(initial, seed, replicas, n: int, policy: str) -> tuple[ChainState | N
         seed, start = initial.seed, initial.state
     else:
         start = initial
-    start = _check_state(start, n, replicas, policy)
+    start = check_state(start, n, replicas, policy)
     return start, seed, start.rng.shape[0]
 
 
@@ -561,9 +559,9 @@ def _run(lam_f: float, m: np.ndarray, perm: np.ndarray, start: ChainState, R: in
     n = m.size
     cuts = _cut_points(lam_f, m[perm])
     with jax.enable_x64(True):
-        chain = _to_kernel(start, perm, R, use_bits)
+        chain = to_kernel(start, perm, R, use_bits)
         shapes = ((n, R), (n, R), (R,), (R,), (R,))
-        totals = _Totals(*(_sharding.put(np.zeros(s, np.int64), -1) for s in shapes))
+        totals = Totals(*(_sharding.put(np.zeros(s, np.int64), -1) for s in shapes))
         cuts_d = jnp.asarray(np.array(cuts, dtype=np.uint64))
         if use_bits:
             run = partial(_bits_chunk, cuts=cuts_d, rule=_RULE[policy], n=n)
@@ -571,7 +569,7 @@ def _run(lam_f: float, m: np.ndarray, perm: np.ndarray, start: ChainState, R: in
             wd = None if weights is None else jnp.asarray(weights[perm], jnp.float64)
             run = partial(_array_chunk, cuts=cuts_d, rule=_RULE[policy], weights=wd)
         step = lambda c, t, s, r: run(c, t, nsteps=s, record=r)
-        chain, totals = _drive(step, chain, totals, burn_in=burn_in, steps=steps, chunk=chunk,
+        chain, totals = drive(step, chain, totals, burn_in=burn_in, steps=steps, chunk=chunk,
                                replicas=replicas, progress=progress)
         host = tuple(_sharding.gather(t)[..., :replicas] for t in totals)
-        return host, _from_kernel(chain, perm, replicas, n, policy)
+        return host, from_kernel(chain, perm, replicas, n, policy)

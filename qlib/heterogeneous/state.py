@@ -16,7 +16,7 @@ from qlib import _rng, _sharding
 from qlib.heterogeneous.result import ChainState
 
 
-class _Totals(NamedTuple):
+class Totals(NamedTuple):
     """Run totals on the devices (replicas last): steps busy and completions per server (n, R),
     sum of the queue length after each step, arrivals and waiting arrivals (R,); all int64."""
 
@@ -27,7 +27,7 @@ class _Totals(NamedTuple):
     waits: jax.Array
 
 
-class _BitsChain(NamedTuple):
+class BitsChain(NamedTuple):
     """The bits kernel's state (replicas last). ``mask`` (W, R) uint64: bit j % 64 of word j // 64
     is set iff server j is busy; ``fifo`` (R,) uint64: the idle servers' 4-bit ids, the one idle
     the longest in the low bits ("longest_idle" only, else 0); ``queue`` (R,) int32."""
@@ -38,7 +38,7 @@ class _BitsChain(NamedTuple):
     fifo: jax.Array
 
 
-class _ArrayChain(NamedTuple):
+class ArrayChain(NamedTuple):
     """The array kernel's state (servers, replicas). ``stamp`` (n, R) int32: when each server last
     became idle, rebased after every chunk to ranks in [-n, 0) (only the order of idle ones matters)."""
 
@@ -48,7 +48,7 @@ class _ArrayChain(NamedTuple):
     stamp: jax.Array
 
 
-def _fresh_state(seed: int, replicas: int, n: int, policy: str) -> ChainState:
+def fresh_state(seed: int, replicas: int, n: int, policy: str) -> ChainState:
     """Every chain empty, server 0 idle the longest; random states from (seed, r)."""
     with jax.enable_x64(True):
         rng = np.asarray(_rng.replica_states(seed, jnp.arange(replicas, dtype=jnp.uint64)))
@@ -58,7 +58,7 @@ def _fresh_state(seed: int, replicas: int, n: int, policy: str) -> ChainState:
                       idle_order=order if policy == "longest_idle" else None)
 
 
-def _check_state(state: ChainState, n: int, replicas: int | None, policy: str) -> ChainState:
+def check_state(state: ChainState, n: int, replicas: int | None, policy: str) -> ChainState:
     """Validated continuation state (copied to plain arrays), or ValueError naming ``initial``."""
     try:
         rng = np.asarray(state.rng)
@@ -100,7 +100,7 @@ def _check_state(state: ChainState, n: int, replicas: int | None, policy: str) -
     )
 
 
-def _to_kernel(state: ChainState, perm: np.ndarray, R: int, use_bits: bool):
+def to_kernel(state: ChainState, perm: np.ndarray, R: int, use_bits: bool):
     """Canonical host state -> a kernel chain on the devices (replicas padded to R by repeating
     the last one: padding replicas are dropped, so what they compute does not matter)."""
     pad = R - state.rng.shape[0]
@@ -123,26 +123,26 @@ def _to_kernel(state: ChainState, perm: np.ndarray, R: int, use_bits: bool):
                 p = order[:, j]
                 fifo |= np.where(p >= 0, np.uint64(j) << (np.uint64(4) * np.maximum(p, 0).astype(np.uint64)),
                                  np.uint64(0))
-        chain = _BitsChain(rng, mask, np.asarray(queue, np.int32), fifo)
+        chain = BitsChain(rng, mask, np.asarray(queue, np.int32), fifo)
     else:
         stamp = (
             np.zeros((R, n), np.int32)
             if order is None
             else (np.where(order >= 0, order, n) - n).astype(np.int32)
         )
-        chain = _ArrayChain(rng, busy.T, np.asarray(queue, np.int32), stamp.T)
+        chain = ArrayChain(rng, busy.T, np.asarray(queue, np.int32), stamp.T)
     # host arrays -> global arrays: each process places only its own devices' replicas
     return type(chain)(*(_sharding.put(x, -1) for x in chain))
 
 
-def _from_kernel(chain, perm: np.ndarray, replicas: int, n: int, policy: str) -> ChainState:
+def from_kernel(chain, perm: np.ndarray, replicas: int, n: int, policy: str) -> ChainState:
     """Kernel chain -> canonical host state of the first ``replicas`` replicas, input order."""
     inv = np.argsort(perm)
     host = _sharding.gather  # the whole array on every process (all processes call it together)
     rng = host(chain.rng)[:replicas].copy()
     queue = host(chain.queue)[:replicas].astype(np.int64)
     order = None
-    if isinstance(chain, _BitsChain):
+    if isinstance(chain, BitsChain):
         mask = np.ascontiguousarray(host(chain.mask)[:, :replicas].T).astype("<u8")
         busy = np.unpackbits(mask.view(np.uint8), axis=1, bitorder="little")[:, :n].astype(bool)
         if policy == "longest_idle":

@@ -8,7 +8,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from qlib import stats
-from qlib.slider_theory import fluctuation_view
+from qlib.supermarket.regime import fluctuation_view
 
 
 def _ci(values, pred):

@@ -17,9 +17,7 @@ from qlib.studies.max_length import (
     INDEPENDENT_BAND,
     Estimates,
     FromEmptyRun,
-    InteractiveRun,
     MaxLengthResult,
-    ProfileView,
 )
 from qlib.supermarket.refined import refined_mean_field
 from qlib.supermarket.theory import asymptotic_profile, fluid_fixed_point
@@ -206,25 +204,6 @@ def from_empty_figure(data: FromEmptyRun, n: int, d: int, lam: float):
     ax.set_title(f"From empty to equilibrium ($n$ = {n:g}, $d$ = {d}, $\\lambda$ = {float(lam):.6g})",
                  fontsize=10)
     ax.legend(fontsize=7, ncol=2)
-    return fig
-
-
-def profile_view_figure(view: ProfileView, sim: InteractiveRun | None = None):
-    """The slider panel: fluid, refined(n) and asymptotic profiles (and a simulation if given)."""
-    fig, ax = plt.subplots(figsize=(6.0, 3.8))
-    i = view.levels
-    ax.bar(i - 0.2, view.fluid, width=0.4, alpha=0.6, label="fluid fixed point")
-    ax.bar(i + 0.2, view.refined, width=0.4, alpha=0.6, label=f"refined (1/n, 1/n²), n = {view.n:g}")
-    ax.plot(i, view.asymptotic, "s", mfc="none", mec="tab:green", ms=9, label="asymptotic formulas")
-    if sim is not None:
-        m = min(len(sim.p), len(i))
-        ax.errorbar(i[:m], sim.p[:m], yerr=1.96 * np.nan_to_num(sim.p_se[:m]), fmt="ko", ms=4, capsize=3,
-                    label=f"simulation ({sim.taus:.1f} τ after {sim.burn_taus:.1f} τ burn-in)")
-    ax.axvline(view.k, color="grey", ls=":")
-    ax.set(yscale="log", ylim=(1e-6, 1.5), xlabel="queue length i", ylabel="fraction of queues with length i")
-    ax.set_title(f"λ = {view.lam:.6g}, d = {view.d}: k = {view.k}, fluid max at n: {view.fluid_max}, "
-                 f"τ = {view.tau:.3g}", fontsize=9)
-    ax.legend(fontsize=7)
     return fig
 
 

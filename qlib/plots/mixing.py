@@ -12,8 +12,11 @@ import numpy as np
 
 from qlib import stats
 from qlib.plots import plain_log_ticks
-from qlib.studies.mixing import Exploration, MeetingTimes, MixingResult, lower_time, reference_time
+from qlib.studies.mixing import Exploration, MeetingTimes, MixingResult
+from qlib.studies.mixing_regime import LONG_COMMAND, relaxation_scale
+from qlib.supermarket.mixing_law import predicted_meeting_time
 from qlib.supermarket.refined import relaxation_time
+from qlib.supermarket.regime import lower_time, reference_time
 from qlib.supermarket.theory import steps_per_time
 
 STEPS = "jump-chain steps; 1 time unit = (1+λ)n steps"
@@ -177,8 +180,6 @@ def regime_figure(result):
     (at its cap when it never met) and the slope k - 1; middle, along family A, T_meet over the lower
     bound's scale n (lam d)^(k-1) and over the upper bound's k d^(k-1) n ln n; right, the integrated
     autocorrelation time of N and u_k against n d^(k-1) steps."""
-    from qlib.studies.mixing_regime import LONG_COMMAND, relaxation_scale
-
     fig, axes = plt.subplots(1, 3, figsize=(13.5, 4.2))
     sw, fx, sj, fam = result.sweep, result.fixed, result.sweep_jsq2, result.family
     ax = axes[0]
@@ -244,9 +245,6 @@ def predicted_figure(result):
     band [0.75, 1.33]; JSQ(d/2) from the fresh family's samples and the same times against the
     prediction with tau = 1/(1-lam) sit off it. Right, R = T_meet / T_pred along the fresh family
     with its 95% CI."""
-    from qlib.studies.mixing_regime import LONG_COMMAND
-    from qlib.supermarket.mixing_law import predicted_meeting_time
-
     band = result.parameters["claims"]["ratio_band"]
     fig, (ax, bx) = plt.subplots(1, 2, figsize=(11.0, 4.4))
 

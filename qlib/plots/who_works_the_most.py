@@ -10,7 +10,7 @@ import numpy as np
 
 from qlib.heterogeneous.simulate import SimulationResult
 from qlib.plots import plain_log_ticks
-from qlib.studies.who_works_the_most import FAMILIES, ClaimsGrid, Profile, profile
+from qlib.studies.who_works_the_most import FAMILIES, ClaimsGrid, Profile
 
 
 def busy_and_work_figure(profiles: list[Profile], sims: list[SimulationResult | None] | None = None):
@@ -80,33 +80,6 @@ def informed_figure(p: Profile, sim_fastest: SimulationResult | None = None, axe
     a2.set(xlabel="server (fastest first)", ylabel="mu_j P_j", title="work done", yscale="log")
     a1.legend(fontsize=8)
     return fig if fig is not None else a1.figure
-
-
-def explorer_figure(n: int, spread: float, rho: float, sim: SimulationResult | None = None):
-    """The slider figure: exact P_j and mu_j P_j, the band, and informed vs uninformed."""
-    p = profile(n, spread, rho)
-    fig, axes = plt.subplots(1, 3, figsize=(14, 3.8))
-    axes[0].plot(p.mus, p.busy, "o-", label="P_j")
-    axes[0].plot(p.mus, p.work / p.mus.max(), "s-", label="mu_j P_j / max mu")
-    if sim is not None and sim.replicas >= 2:
-        for name, scale in (("busy_fraction", 1.0), ("throughput", 1 / p.mus.max())):
-            est = sim.estimate(name)
-            axes[0].errorbar(sim.mus, est.mean * scale, yerr=est.halfwidth() * scale, fmt="k.", capsize=2)
-    axes[0].set(xscale="log", xlabel="mu_j", title=f"n={p.n}, lam={p.lam:.3g}, P(wait)={p.wait:.3f}")
-    axes[0].legend(fontsize=8)
-    band_figure(p, ax=axes[1])
-    if p.informed_busy is not None:
-        j = np.arange(1, p.n + 1)
-        axes[2].plot(j, p.busy, "o-", label="uninformed")
-        axes[2].plot(j, p.informed_busy, "s--", label="informed (fastest idle)")
-        axes[2].set(xlabel="server (fastest first)", ylabel="P_j", title="informed vs uninformed")
-        axes[2].legend(fontsize=8)
-    else:
-        axes[2].text(0.5, 0.5, "informed policy: exact solve only for n <= 10", ha="center",
-                     transform=axes[2].transAxes)
-        axes[2].set_axis_off()
-    fig.tight_layout()
-    return fig
 
 
 def grid_figure(grid: ClaimsGrid):

@@ -1,16 +1,16 @@
 """Stored results with provenance: ``results/default/`` (what ``make figures`` computes) and
 ``results/long/`` (``make results-long``), beside the code.
 
-An entry is one sweep-cache entry (:mod:`qlib.cache`): ``NAME-KEY.npz`` (the arrays the figures
+An entry is one sweep-cache entry (:mod:`qlib.results.cache`): ``NAME-KEY.npz`` (the arrays the figures
 and claim rows are computed from) and ``NAME-KEY.json`` (its record). KEY hashes the name, the
 parameters and the seed only, so an entry computed by other code is still found, and then
 reported stale instead of silently missed. The record says where the arrays came from: the
 command, commit, versions (qlib, the random streams, JAX, NumPy), parameters, seed, replicas,
 steps, wall and CPU time, the machine, the hash of every array, and per simulated chain
-(:func:`qlib.supermarket.simulate` reports to :func:`qlib.cache.recording`) its start, steps and a
-hash of each replica's final counts and random state; plus a checkpoint: the spec of replica 0
-of the first chain and the hash of its state after at most :data:`CHECKPOINT_STEPS` steps, which
-:func:`verify` recomputes in seconds.
+(:func:`qlib.supermarket.simulate` announces it, :func:`qlib.results.recorder.recording`
+listens) its start, steps and a hash of each replica's final counts and random state; plus a
+checkpoint: the spec of replica 0 of the first chain and the hash of its state after at most
+:data:`CHECKPOINT_STEPS` steps, which :func:`verify` recomputes in seconds.
 
 - :func:`status` (entry) -> "fresh" | "stale" | "missing"; :func:`stale_row_text` is the text a
   claim row shows for a long entry that is not fresh.
@@ -25,17 +25,19 @@ when their content changes, so ``git diff results/`` shows exactly what a code c
 The package by role: :mod:`~qlib.results.store` (where entries live, their files, their record),
 :mod:`~qlib.results.checkpoints` (verify, checkpoints), :mod:`~qlib.results.freshness` (read,
 status, lookup), :mod:`~qlib.results.tier` (compare, commit, report, prune, note, summary,
-``writing``) and :mod:`~qlib.results.long` (the long tier and the command line; its ``_PROGRESS``
-lives there only).
+``writing``), :mod:`~qlib.results.recorder` (the chains a computation simulated),
+:mod:`~qlib.results.cache` (the sweep cache: the one read path of a study's arrays, local cache
+then tiers) and :mod:`~qlib.results.long` (the long tier's run and the command line; it runs the
+studies, so this package does not import it).
 """
 
 from __future__ import annotations
 
-# ruff: noqa: F401 (re-exports: the public names, and the private ones other modules and tests use)
+# ruff: noqa: F401 (re-exports: the names other modules and tests use)
 from qlib.results.checkpoints import (
-    _hetero_checkpoint,
     checkpoint_hashes,
     checkpoint_spec,
+    hetero_checkpoint,
     hetero_state_hash,
     verify,
 )
@@ -47,14 +49,6 @@ from qlib.results.freshness import (
     stale_reasons,
     stale_row_text,
     status,
-)
-from qlib.results.long import (
-    _Progress,
-    _spawn_processes,
-    cli,
-    estimate_work,
-    long_jobs,
-    run_long,
 )
 from qlib.results.store import (
     CHECKPOINT_STEPS,
@@ -69,30 +63,30 @@ from qlib.results.store import (
     WRITE_ENV,
     Entry,
     ResultsWarning,
-    _atomic_bytes,
-    _jsonable,
-    _npz_bytes,
-    _record_text,
-    _self_hash,
     array_hash,
+    atomic_bytes,
     command,
     entries,
     entry,
     entry_key,
+    jsonable,
     machine,
     make_record,
+    npz_bytes,
+    record_text,
     root,
     run_id,
+    self_hash,
     state_hash,
     tier_dir,
     versions,
     write_tier,
 )
 from qlib.results.tier import (
-    _primary,
     commit,
     compare,
     note,
+    primary_process,
     prune,
     read_log,
     report,

@@ -11,16 +11,21 @@ from typing import Any
 
 import numpy as np
 
+from qlib import _rng, simulations
+from qlib.heterogeneous.simulate import ChainState, fresh_state, simulate
 from qlib.results.environment import environment_reasons
 from qlib.results.store import (
     CHECKPOINT_STEPS,
     Entry,
-    _record_text,
-    _self_hash,
     array_hash,
     entry_key,
+    record_text,
+    self_hash,
     state_hash,
 )
+from qlib.supermarket.chain import EventMap
+from qlib.supermarket.point import Point
+from qlib.supermarket.simulation import SupermarketResult, simulate_many
 
 # --------------------------------------------------------------------------- verify
 
@@ -36,9 +41,9 @@ def verify(e: Entry, *, recompute: bool = False) -> list[str]:
     except (OSError, ValueError) as err:
         return [f"record unreadable ({type(err).__name__}: {err})"]
     problems = []
-    if text != _record_text(rec):
+    if text != record_text(rec):
         problems.append("record is not in its canonical form (edited by hand?)")
-    if rec.get("record_sha256") != _self_hash(rec):
+    if rec.get("record_sha256") != self_hash(rec):
         problems.append("record does not match its own hash (edited?)")
     if rec.get("key") != e.stem.name or entry_key(
         rec.get("name"), rec.get("params"), rec.get("seed")
@@ -105,16 +110,11 @@ def checkpoint_spec(chain: Mapping, start_counts: Any, start_state: int) -> dict
 def checkpoint_hashes(specs: Sequence[Mapping]) -> list[str]:
     """Recompute each spec (replica 0 from its start for ``steps`` steps) and hash its counts and
     random state; specs of one sampling rule, variant and capacity run as lanes of one kernel."""
-    from qlib import _rng
-    from qlib.supermarket.chain import EventMap
-    from qlib.supermarket.point import Point
-    from qlib.supermarket.simulation import SupermarketResult, simulate_many
-
     out: list[str | None] = [None] * len(specs)
     groups: dict[tuple, list[int]] = {}
     for i, s in enumerate(specs):
         if s.get("model") == "heterogeneous":
-            out[i] = _hetero_checkpoint(s)
+            out[i] = hetero_checkpoint(s)
             continue
         groups.setdefault((bool(s["replacement"]), tuple(s["variant"]), s["capacity"]), []).append(i)
     for (repl, var, cap), idx in groups.items():
@@ -152,9 +152,7 @@ def checkpoint_hashes(specs: Sequence[Mapping]) -> list[str]:
             inits.append(init)
             seeds.append(seed)
         variant = None if var[0] == "model" else EventMap(var[0], float(var[1]))
-        from qlib import cache
-
-        with cache.not_recording():
+        with simulations.listening(None):  # a check, not part of what a record records
             res = simulate_many(
                 pts,
                 steps=[int(specs[i]["steps"]) for i in idx],
@@ -171,10 +169,7 @@ def checkpoint_hashes(specs: Sequence[Mapping]) -> list[str]:
     return out  # type: ignore[return-value]
 
 
-def _hetero_checkpoint(s: Mapping) -> str:
-    from qlib import cache
-    from qlib.heterogeneous.simulate import ChainState, _fresh_state, simulate
-
+def hetero_checkpoint(s: Mapping) -> str:
     st = s["start"]
     start = ChainState(
         rng=np.array([int(st["rng"])], np.uint64),
@@ -185,10 +180,10 @@ def _hetero_checkpoint(s: Mapping) -> str:
     kw = dict(
         steps=int(s["steps"]), policy=s["policy"], routing_exponent=s["routing_exponent"], progress=False
     )
-    with cache.not_recording():
+    with simulations.listening(None):  # a check, not part of what a record records
         if s["seeded"]:  # from its seed: the start must be replica 0's fresh state of that seed
             if hetero_state_hash(start, 0) != hetero_state_hash(
-                _fresh_state(int(s["seed"]), 1, len(s["mus"]), s["policy"]), 0
+                fresh_state(int(s["seed"]), 1, len(s["mus"]), s["policy"]), 0
             ):
                 raise ValueError(f"checkpoint spec: its start is not replica 0's start of seed {s['seed']}")
             r = simulate(s["lam"], s["mus"], seed=int(s["seed"]), replicas=1, **kw)

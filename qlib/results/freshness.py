@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from qlib.results.checkpoints import verify
-from qlib.results.store import LONG_COMMAND, TIERS, Entry, ResultsWarning, _jsonable, entry
+from qlib.results.store import LONG_COMMAND, TIERS, Entry, ResultsWarning, code_versions, entry, jsonable
 
 # --------------------------------------------------------------------------- read
 
@@ -35,9 +35,7 @@ def stale_reasons(record: Mapping) -> list[str]:
     """Why a record does not match the running code (empty: it matches). The code version and
     the random streams must match; JAX and NumPy versions are recorded, not required (the
     stored exact arrays do not depend on them: ``make figures`` checks that they reproduce)."""
-    from qlib.cache import versions as v
-
-    now, then = v(), record.get("versions", {})
+    now, then = code_versions(), record.get("versions", {})
     out = [
         f"{k} {then.get(k)!r} != {now[k]!r} now"
         for k in ("qlib", "streams")
@@ -92,7 +90,7 @@ def lookup(
             if got is None:
                 continue
             arrays, rec = got
-            if {k: rec.get(k) for k in ("name", "params", "seed")} != _jsonable(
+            if {k: rec.get(k) for k in ("name", "params", "seed")} != jsonable(
                 {"name": name, "params": params, "seed": seed}
             ):
                 raise ValueError("its record's name, parameters or seed differ")

@@ -10,10 +10,12 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from qlib.claims import STUDIES
+from qlib.config import SCALE_ENV
 from qlib.results.checkpoints import verify
 from qlib.results.freshness import stale_reasons
 from qlib.results.store import STUDY_ENV, TIERS, entries
-from qlib.results.tier import _primary, summary, writing
+from qlib.results.tier import primary_process, summary, writing
 
 
 class _Progress:
@@ -44,14 +46,9 @@ class _Progress:
         )
 
 
-_PROGRESS: _Progress | None = None
-
-
 def long_jobs(only: Sequence[str] | None = None) -> list[tuple[str, str]]:
     """(title, module) of the studies a long run runs (:data:`qlib.claims.STUDIES`), those whose
     title or module contains one of ``only``."""
-    from qlib.claims import STUDIES
-
     jobs = [(t, m) for t, m in STUDIES.items() if not only or any(o in t or o in m for o in only)]
     if not jobs:
         raise ValueError(
@@ -94,15 +91,12 @@ def run_long(jobs: Sequence[tuple[str, Any]], *, scale: float, mode: str = "full
     progress line per stored entry. ``jobs``: (title, module name or callable)."""
     import importlib
 
-    from qlib.config import SCALE_ENV
-
-    global _PROGRESS
     modules = [m for _, m in jobs if isinstance(m, str)]
     os.environ[SCALE_ENV] = repr(float(scale))
     line = f"python -m qlib results-long --scale {scale:g}" + (f" ({mode} mode)" if mode != "full" else "")
-    _PROGRESS = _Progress(estimate_work(modules, scale), out=out)
+    progress = _Progress(estimate_work(modules, scale), out=out)
     try:
-        with writing("long", line, out=out):
+        with writing("long", line, out=out, on_stored=progress.update):
             for title, job in jobs:
                 out(f"[qlib] results-long: {title}", flush=True)
                 os.environ[STUDY_ENV] = job if isinstance(job, str) else title
@@ -113,7 +107,6 @@ def run_long(jobs: Sequence[tuple[str, Any]], *, scale: float, mode: str = "full
                     fn()
     finally:
         os.environ.pop(STUDY_ENV, None)
-        _PROGRESS = None
 
 
 # --------------------------------------------------------------------------- command line
@@ -177,6 +170,6 @@ def cli(a) -> int:
         long_jobs(a.only),
         scale=a.scale or 1.0,
         mode="smoke" if a.smoke else "full",
-        out=lambda *x, **k: print(*x, **k) if _primary() else None,
+        out=lambda *x, **k: print(*x, **k) if primary_process() else None,
     )
     return 0

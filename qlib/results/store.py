@@ -11,18 +11,23 @@ import io
 import json
 import os
 import platform
+import subprocess
 import sys
+import tempfile
 import time
 import zipfile
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import jax
 import numpy as np
 
+import qlib
 from qlib.config import ROOT
 from qlib.results.environment import lock_hash
+from qlib.supermarket import chain
 
 TIERS = ("default", "long")
 #: Relative tolerance (to the largest magnitude of the array) of a recomputed float array.
@@ -74,7 +79,7 @@ def run_id() -> str | None:
 
 def entry_key(name: str, params: Mapping, seed: Any) -> str:
     """NAME-HASH of (name, params, seed): the same for any code version (the record holds those)."""
-    blob = json.dumps({"name": name, "params": _jsonable(params), "seed": _jsonable(seed)}, sort_keys=True)
+    blob = json.dumps({"name": name, "params": jsonable(params), "seed": jsonable(seed)}, sort_keys=True)
     return f"{name}-{hashlib.sha256(blob.encode()).hexdigest()[:16]}"
 
 
@@ -113,7 +118,7 @@ def entries(tier: str) -> list[Entry]:
 # --------------------------------------------------------------------------- hashing, files
 
 
-def _jsonable(x: Any) -> Any:
+def jsonable(x: Any) -> Any:
     return json.loads(json.dumps(x, sort_keys=True, default=str))
 
 
@@ -133,7 +138,7 @@ def state_hash(counts: np.ndarray, state: Any) -> str:
     return h.hexdigest()[:16]
 
 
-def _npz_bytes(arrays: Mapping[str, np.ndarray]) -> bytes:
+def npz_bytes(arrays: Mapping[str, np.ndarray]) -> bytes:
     """An .npz (np.load reads it) with fixed member timestamps: the same arrays, the same bytes."""
     buf = io.BytesIO()
     with zipfile.ZipFile(buf, "w", compression=zipfile.ZIP_DEFLATED) as z:
@@ -150,18 +155,34 @@ def _npz_bytes(arrays: Mapping[str, np.ndarray]) -> bytes:
     return buf.getvalue()
 
 
-def _record_text(record: Mapping) -> str:
+def record_text(record: Mapping) -> str:
     return json.dumps(record, indent=1, sort_keys=True) + "\n"
 
 
-def _atomic_bytes(path: Path, data: bytes) -> None:
-    from qlib.cache import _atomic_write
+def atomic_write(path: Path, write: Callable[[Any], None], binary: bool) -> None:
+    """Write ``path`` through a temporary file in its folder renamed over it (``os.replace`` is
+    atomic): a reader sees the old file or the whole new one, never a part."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb" if binary else "w") as f:
+            write(f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
 
+
+def atomic_bytes(path: Path, data: bytes) -> None:
     def write(f):
         f.write(data)
         os.fchmod(f.fileno(), 0o644)  # a file of the repository, not a private temporary
 
-    _atomic_write(path, write, binary=True)
+    atomic_write(path, write, binary=True)
 
 
 # --------------------------------------------------------------------------- the record
@@ -179,8 +200,6 @@ def machine() -> dict:
         pass
     out = {"platform": platform.platform(), "cpu": cpu, "cores": os.cpu_count()}
     try:
-        import jax
-
         devs = jax.devices()
         out["devices"] = f"{len(devs)} x {devs[0].device_kind}"
     except Exception:  # noqa: BLE001 (no device information: still a record)
@@ -188,10 +207,25 @@ def machine() -> dict:
     return out
 
 
-def versions() -> dict:
-    from qlib.cache import versions as v
+def code_versions() -> dict[str, str]:
+    """What a cached number depends on besides its parameters: the code (qlib's version and the
+    version of the random streams), jax and numpy (a sweep-cache key hashes them)."""
+    return {"qlib": qlib.__version__, "streams": str(chain.STREAM_VERSION), "jax": jax.__version__,
+            "numpy": np.__version__}
 
-    return v() | {"python": platform.python_version()}
+
+def git_commit() -> str:
+    try:
+        out = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True,
+                             text=True, timeout=5)
+        return out.stdout.strip() or "unknown"
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+
+
+def versions() -> dict:
+    """:func:`code_versions` and Python's: what a stored record names."""
+    return code_versions() | {"python": platform.python_version()}
 
 
 def command() -> str:
@@ -203,15 +237,13 @@ def command() -> str:
 def make_record(
     tier: str, name: str, params: Mapping, seed: Any, arrays: Mapping[str, np.ndarray], provenance: Mapping
 ) -> dict:
-    """The record of an entry. ``provenance`` (from :func:`qlib.cache.recording`): wall_s, cpu_s,
+    """The record of an entry. ``provenance`` (from :func:`qlib.results.cache.recording`): wall_s, cpu_s,
     computed_together, simulations (chains), checkpoint."""
-    from qlib.cache import git_commit
-
     sims = list(provenance.get("simulations", []))
     rec = {
         "name": name,
-        "params": _jsonable(params),
-        "seed": _jsonable(seed),
+        "params": jsonable(params),
+        "seed": jsonable(seed),
         "key": entry_key(name, params, seed),
         "tier": tier,
         "command": command(),
@@ -237,13 +269,13 @@ def make_record(
             }
             for k, v in sorted(arrays.items())
         },
-        "npz_sha256": hashlib.sha256(_npz_bytes(arrays)).hexdigest()[:16],
+        "npz_sha256": hashlib.sha256(npz_bytes(arrays)).hexdigest()[:16],
     }
-    rec = _jsonable(rec)
-    return rec | {"record_sha256": _self_hash(rec)}
+    rec = jsonable(rec)
+    return rec | {"record_sha256": self_hash(rec)}
 
 
-def _self_hash(rec: Mapping) -> str:
+def self_hash(rec: Mapping) -> str:
     """sha256 of the record's canonical text without this field: an edited record fails it."""
     body = {k: v for k, v in rec.items() if k != "record_sha256"}
-    return hashlib.sha256(_record_text(body).encode()).hexdigest()[:16]
+    return hashlib.sha256(record_text(body).encode()).hexdigest()[:16]

@@ -6,10 +6,11 @@ runs under).
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import json
 import os
 import zipfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -24,17 +25,22 @@ from qlib.results.store import (
     RUN_ENV,
     TIERS,
     WRITE_ENV,
-    _atomic_bytes,
-    _npz_bytes,
-    _record_text,
     array_hash,
+    atomic_bytes,
     entries,
     entry,
     make_record,
+    npz_bytes,
+    record_text,
     root,
 )
 
 # --------------------------------------------------------------------------- write and compare
+
+#: What hears of each entry :func:`commit` stores in a :func:`writing` block (a long run's
+#: progress line), given by the caller of ``writing``.
+_ON_STORED: contextvars.ContextVar[Callable[[Mapping], None] | None] = contextvars.ContextVar(
+    "qlib_results_on_stored", default=None)
 
 
 def compare(
@@ -103,14 +109,13 @@ def commit(
         if stale:
             details = details + ["stored by other code (" + ", ".join(stale) + "): record rewritten"]
     if outcome in ("new", "mismatch") or stale:
-        _atomic_bytes(e.npz, _npz_bytes(arrays))
-        _atomic_bytes(e.json, _record_text(rec).encode())
-    if not _primary():
+        atomic_bytes(e.npz, npz_bytes(arrays))
+        atomic_bytes(e.json, record_text(rec).encode())
+    if not primary_process():
         return outcome
-    from qlib.results import long  # its _PROGRESS, set by run_long: read at call time (no import cycle)
-
-    if long._PROGRESS is not None and outcome in ("new", "mismatch"):
-        long._PROGRESS.update(rec)
+    on_stored = _ON_STORED.get()
+    if on_stored is not None and outcome in ("new", "mismatch"):
+        on_stored(rec)
     log = os.environ.get(LOG_ENV)
     if log:
         line = json.dumps(
@@ -128,7 +133,7 @@ def commit(
     return outcome
 
 
-def _primary() -> bool:
+def primary_process() -> bool:
     import jax
 
     return jax.process_index() == 0
@@ -238,12 +243,14 @@ def summary(tiers: Sequence[str] = TIERS) -> str:
 
 
 @contextlib.contextmanager
-def writing(tier: str, command_line: str, *, prune_after: bool = False, out=print):
+def writing(tier: str, command_line: str, *, prune_after: bool = False, out=print,
+            on_stored: Callable[[Mapping], None] | None = None):
     """Make this process (and the notebook kernels it starts, through the environment) write
     ``tier``: every entry computed is compared with the stored one and written (see
     :func:`commit`). On exit, print the comparison (:func:`report`: "reproduced N of N" and
     every mismatch by name); with ``prune_after`` (a complete ``make figures``), remove the
-    entries of the tier that this run did not produce. Yields the log path."""
+    entries of the tier that this run did not produce. ``on_stored(record)`` is called for each
+    entry this process stores new or changed. Yields the log path."""
     if root() is None:
         yield None
         return
@@ -255,11 +262,13 @@ def writing(tier: str, command_line: str, *, prune_after: bool = False, out=prin
     env = {WRITE_ENV: tier, RUN_ENV: uuid.uuid4().hex, LOG_ENV: log, COMMAND_ENV: command_line}
     old = {k: os.environ.get(k) for k in env}
     os.environ.update(env)
+    token = _ON_STORED.set(on_stored)
     completed = False
     try:
         yield log
         completed = True
     finally:
+        _ON_STORED.reset(token)
         for k, v in old.items():
             if v is None:
                 os.environ.pop(k, None)

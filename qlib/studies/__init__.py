@@ -25,16 +25,21 @@ The studies are listed in :data:`qlib.claims.STUDIES`.
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import fields
 
 import numpy as np
+
+from qlib import _validate as V
+from qlib import results
+from qlib.results import cache
 
 MODES = ("full", "smoke")
 
 
 class ArrayResult:
     """Base of a study's frozen dataclasses whose fields are all arrays: they round-trip through
-    the sweep cache (:func:`qlib.cache.cached` stores a dict of arrays)."""
+    the sweep cache (:func:`qlib.results.cache.cached` stores a dict of arrays)."""
 
     @classmethod
     def from_arrays(cls, arrays: dict[str, np.ndarray]):
@@ -53,31 +58,23 @@ class ArrayResult:
 
 def check_mode(mode: str) -> str:
     """``mode`` must be "full" or "smoke"; ValueError otherwise."""
-    from qlib import _validate as V
-
     return V.choice("mode", mode, MODES)
 
 
 def long_points_read(mode: str) -> bool:
     """Whether a study reads its long-tier points from results/long (full mode outside ``make
     results-long``) instead of computing them (smoke mode, and the long run itself)."""
-    from qlib import results
-
     return mode == "full" and results.write_tier() != "long"
 
 
 def long_point(read: bool, compute, command: str):
     """``compute()`` for a long-tier point: run as it is where the point is computed, and inside
-    :func:`qlib.cache.stored_only` where it is ``read`` (:func:`long_points_read` says where).
+    :func:`qlib.results.cache.stored_only` where it is ``read`` (:func:`long_points_read` says where).
 
     Returns:
         (value, records of the entries read, "") or, where results/long lacks the point or holds it
         stale, (None, [], the row's text naming ``command``).
     """
-    import contextlib
-
-    from qlib import cache, results
-
     try:
         with cache.stored_only("long") if read else contextlib.nullcontext([]) as records:
             value = compute()

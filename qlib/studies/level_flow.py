@@ -40,7 +40,11 @@ from qlib._rng import named_seed
 from qlib.claims import ClaimRow, ClaimSpec, Counterfactual
 from qlib.config import scale
 from qlib.studies import check_mode
+from qlib.studies import families as fs
+from qlib.studies import max_length as ml
+from qlib.studies import mixing as mx
 from qlib.supermarket import predicted_max_length, relaxation_time, simulate_many
+from qlib.supermarket.regime import family_point
 from qlib.supermarket.simulation import SupermarketResult
 from qlib.supermarket.theory import steps_per_time
 from qlib.supermarket.variants import NEAR, NEAR_MODELS, name_of
@@ -89,8 +93,7 @@ def _variant_mask(pts: list[PointTuple], P: dict) -> list[bool]:
 def claim_points(mode: str, studies: Sequence[str] = ("max_length", "mixing", "families")
                  ) -> list[tuple[str, PointTuple]]:
     """(label, (n, d, lam)) of every point where a claim row of the supermarket studies simulates,
-    read from their PARAMETERS[mode] (each point once, in study order). The families study is
-    taken when it exists."""
+    read from their PARAMETERS[mode] (each point once, in study order)."""
     mode = check_mode(mode)
     out: list[tuple[str, PointTuple]] = []
 
@@ -100,8 +103,6 @@ def claim_points(mode: str, studies: Sequence[str] = ("max_length", "mixing", "f
             out.append((label, p))
 
     if "max_length" in studies:
-        from qlib.studies import max_length as ml
-
         P = ml.PARAMETERS[mode]
         for p in P["max"]["points"]:
             add("max_length: maximum", p)
@@ -117,30 +118,22 @@ def claim_points(mode: str, studies: Sequence[str] = ("max_length", "mixing", "f
             add("max_length: finite n", (n, fn["d"], fn["lam"]))
         fm = P["family"]
         for n in fm["ns"]:
-            add("max_length: family", ml.family_point(n, fm["alpha"], fm["beta"]))
+            add("max_length: family", family_point(n, fm["alpha"], fm["beta"]))
         fe = P["from_empty"]
         add("max_length: from empty", (fe["n"], fe["d"], fe["lam"]))
     if "mixing" in studies:
-        from qlib.studies import mixing as mx
-
         P = mx.PARAMETERS[mode]
         fam = P["family"]
         ns = list(fam["ns"]) + list(P["lower"]["ns"]) + [P["tail"]["n"]] + list(P["good_set"]["ns"])
         for n in ns:
-            add("mixing: family", mx.family_point(n, fam["alpha"], fam["beta"]))
+            add("mixing: family", family_point(n, fam["alpha"], fam["beta"]))
         ds = P["d_sweep"]
         for d in ds["ds"]:
             add("mixing: d sweep", (ds["n"], d, 1.0 - ds["one_minus_lam"]))
     if "families" in studies:
-        try:
-            from qlib.studies import families as fs
-        except ImportError:
-            fs = None
-        if fs is not None and "families" in getattr(fs, "PARAMETERS", {}).get(mode, {}):
-            for name, f in fs.PARAMETERS[mode]["families"].items():
-                for n in f["ns"]:
-                    d = max(2, int(math.floor(n ** f["beta"] + 1e-9)))
-                    add(f"families: {name}", (int(n), d, 1.0 - n ** (-f["alpha"])))
+        for name, f in fs.PARAMETERS[mode]["families"].items():
+            for n in f["ns"]:
+                add(f"families: {name}", family_point(n, f["alpha"], f["beta"]))
     return out
 
 

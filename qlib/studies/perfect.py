@@ -28,8 +28,9 @@ from typing import Any
 
 import numpy as np
 
-from qlib import _rng, cache, stats
+from qlib import _rng, stats
 from qlib.claims import ClaimRow, ClaimSpec
+from qlib.results import cache
 from qlib.studies import ArrayResult, check_mode
 from qlib.supermarket import (
     exact_equilibrium,
@@ -40,7 +41,7 @@ from qlib.supermarket import (
 )
 from qlib.supermarket.equilibrium import BURN_IN_TAUS
 from qlib.supermarket.perfect import capacity_for, forward_meeting_states, state_law
-from qlib.supermarket.theory import predicted_max_length, steps_per_time
+from qlib.supermarket.theory import all_sampled_at_least, predicted_max_length, steps_per_time
 
 #: The thresholds of the rows, fixed before any run (both modes): ``p_pass`` the G-test's (exact
 #: samples pass at p > p_pass, the biased sampler must give p < p_pass); ``loss_z`` the loss
@@ -218,8 +219,6 @@ def _max_law(p: dict[str, np.ndarray], d: int, lam: float) -> MaxLaw:
     lo, hi = stats.wilson_interval(hits, R)
     n = int(p["n"])
     u_L = counts[:, -1] / n
-    from qlib.supermarket.theory import all_sampled_at_least
-
     g = np.asarray(all_sampled_at_least(u_L, d, replacement=True, n=n), dtype=float)
     se = lambda x: float(x.std(ddof=1) / math.sqrt(x.size)) if x.size > 1 else math.nan  # noqa: E731
     return MaxLaw(n=np.asarray(n), d=np.asarray(d), lam=np.asarray(lam),

@@ -18,17 +18,17 @@ import numpy as np
 import scipy.sparse as sp
 import scipy.sparse.linalg as spla
 
-from qlib.supermarket.box import _Box
+from qlib.supermarket.box import Box
 
 _ANDERSON = 5  # history of the Anderson acceleration of the iterative solve (0: none)
 
 
-def _residual(box: _Box, x: np.ndarray) -> float:
+def balance_residual(box: Box, x: np.ndarray) -> float:
     r = box.In @ x - box.q * x
     return float(np.abs(r).sum() / (box.q * x).sum())
 
 
-def _solve_direct(box: _Box) -> tuple[np.ndarray, float, int]:
+def solve_direct(box: Box) -> tuple[np.ndarray, float, int]:
     """Sparse LU of pi Q = 0 with the empty state's equation replaced by pi_empty = 1."""
     S = box.S
     Mx = (box.In - sp.diags(box.q)).tocsr()
@@ -40,14 +40,14 @@ def _solve_direct(box: _Box) -> tuple[np.ndarray, float, int]:
     x = spla.splu(Mx).solve(b)
     x = np.maximum(x, 0.0)  # round-off on transient states (zero mass without replacement)
     x /= x.sum()
-    return x, _residual(box, x), 1
+    return x, balance_residual(box, x), 1
 
 
 class _Sweep:
     """One step x -> sweep(x) of the iterative solve: aggregation by (total, max), then a
     forward/backward block Gauss-Seidel over the levels of the total."""
 
-    def __init__(self, box: _Box):
+    def __init__(self, box: Box):
         S, T, M = box.S, box.T, box.M
         # groups (T, M) and levels T are contiguous ranges of the state order
         code = T.astype(np.int64) * (box.C + 2) + M
@@ -138,7 +138,7 @@ def _anderson_step(g: np.ndarray, f: np.ndarray, dF: np.ndarray, dG: np.ndarray,
     return xa / xa.sum()
 
 
-def _solve_iterative(box: _Box, x0: np.ndarray | None, target: float, max_iter: int
+def solve_iterative(box: Box, x0: np.ndarray | None, target: float, max_iter: int
                      ) -> tuple[np.ndarray, float, int]:
     """Aggregation by (total, max) + forward/backward block Gauss-Seidel over the totals, to the
     residual ``target``; ValueError naming max_iter when it is not reached."""
@@ -159,7 +159,7 @@ def _solve_iterative(box: _Box, x0: np.ndarray | None, target: float, max_iter: 
         f = g - x
         fn = float(np.abs(f).sum())
         if fn <= proxy:
-            r = _residual(box, g)
+            r = balance_residual(box, g)
             if r <= target:
                 return g, r, it
             proxy = fn * 0.5 * target / r  # the proxy was too lax by r / target
@@ -181,6 +181,6 @@ def _solve_iterative(box: _Box, x0: np.ndarray | None, target: float, max_iter: 
             if xa is not None:
                 x = xa
     if r == math.inf:
-        r = _residual(box, x)
+        r = balance_residual(box, x)
     raise ValueError(f"max_iter: the iterative solve did not reach the residual {target:.1e} within "
                      f"max_iter = {max_iter} iterations (residual {r:.2e}, {S} states); raise max_iter")

@@ -10,7 +10,7 @@ import numpy as np
 from qlib import stats
 
 
-def _pad(a: np.ndarray, L1: int) -> np.ndarray:
+def pad_levels(a: np.ndarray, L1: int) -> np.ndarray:
     out = np.zeros(a.shape[:-1] + (L1,))
     m = min(a.shape[-1], L1)
     out[..., :m] = a[..., :m]
@@ -50,12 +50,12 @@ def _lag1(x: np.ndarray) -> float:
     return float((y[:, 1:] * y[:, :-1]).sum() / den) if den > 0 else 0.0
 
 
-def _flow_summary(tails: list[np.ndarray], flows: list[np.ndarray], lam: float) -> dict:
+def flow_summary(tails: list[np.ndarray], flows: list[np.ndarray], lam: float) -> dict:
     """E[g(u_i)] and the level-flow residual Z_j = u_j/n - lam g(u_{j-1}) from the paired batch
     means of every round (replicas, m, L+1), pooled over replicas and batches (Student t)."""
     L1 = max(max(t.shape[2] for t in tails), max(f.shape[2] for f in flows)) + 1
-    T = np.concatenate([_pad(t, L1) for t in tails], axis=1).reshape(-1, L1)
-    F = np.concatenate([_pad(f, L1) for f in flows], axis=1).reshape(-1, L1)
+    T = np.concatenate([pad_levels(t, L1) for t in tails], axis=1).reshape(-1, L1)
+    F = np.concatenate([pad_levels(f, L1) for f in flows], axis=1).reshape(-1, L1)
     B = T.shape[0]
     Z = T[:, 1:] - lam * F[:, :-1]  # level j = 1..L1-1 at index j-1
     fmean = F.mean(axis=0)[:-1]
@@ -70,11 +70,11 @@ def _flow_summary(tails: list[np.ndarray], flows: list[np.ndarray], lam: float) 
                 flow_residual=zmean, flow_residual_se=zse, flow_dof=B - 1)
 
 
-def _summarise(tails: list[np.ndarray], maxes: list[tuple[int, np.ndarray]], lam: float | None, level: int):
+def summarise(tails: list[np.ndarray], maxes: list[tuple[int, np.ndarray]], lam: float | None, level: int):
     """Pooled batch-means estimates of the tail from per-round (replicas, m, L_round+1) arrays;
     the law of the maximum from replica means over the whole run (R - 1 degrees of freedom)."""
     L1 = max(max(t.shape[2] for t in tails), max(m.shape[1] for _, m in maxes), level + 1)
-    T = np.concatenate([_pad(t, L1) for t in tails], axis=1)  # (replicas, batches, L+1)
+    T = np.concatenate([pad_levels(t, L1) for t in tails], axis=1)  # (replicas, batches, L+1)
     R, B = T.shape[:2]
     flat = T.reshape(R * B, L1)
     control = flat[:, 1] if lam is not None else None  # lam None: no exact control variate
@@ -82,6 +82,6 @@ def _summarise(tails: list[np.ndarray], maxes: list[tuple[int, np.ndarray]], lam
     pflat = flat - np.concatenate([flat[:, 1:], np.zeros((flat.shape[0], 1))], axis=1)
     pmean, phalf, _ = _pooled(pflat, control, lam)
     w = np.array([s for s, _ in maxes], dtype=float)
-    M = sum(wi * _pad(m, L1) for wi, (_, m) in zip(w, maxes)) / w.sum()  # (replicas, L+1)
+    M = sum(wi * pad_levels(m, L1) for wi, (_, m) in zip(w, maxes)) / w.sum()  # (replicas, L+1)
     est = stats.replica_mean(M)
     return mean, half, factor, est.mean, est.halfwidth(), _lag1(T[:, :, level]), pmean, phalf

@@ -1,7 +1,7 @@
 """The truncated state space of the exact oracle (:mod:`qlib.supermarket.exact`): the box.
 
 A state is the sorted vector of the n queue lengths; the box holds those with longest queue
-<= length_cap and spread (longest - shortest) <= spread_cap, and :class:`_Box` indexes them densely
+<= length_cap and spread (longest - shortest) <= spread_cap, and :class:`Box` indexes them densely
 and builds the generator's accepted transitions. Its size is (C - W + 1) C(n - 1 + W, n - 1) +
 C(n - 1 + W, n) states (length cap C, spread cap W; :func:`box_states`), about 0.55 kB of memory
 each at n = 10: n = 10, d = 2, lam = 0.9 at tol = 1e-7 needs caps (22, 16), 17.6 million states,
@@ -67,7 +67,7 @@ def _colex_rank(o: np.ndarray, binom: np.ndarray) -> np.ndarray:
     return r
 
 
-class _Box:
+class Box:
     """The truncated state space, a dense index of its states, and the generator's transitions.
 
     States are numbered by (minimum m, colex rank of the offsets a_j - m), which is a bijection

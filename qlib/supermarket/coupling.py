@@ -39,7 +39,7 @@ from qlib import _rng
 from qlib import _validate as V
 from qlib.supermarket import chain as K
 from qlib.supermarket import simulation as S
-from qlib.supermarket.initial import _initial_counts
+from qlib.supermarket.initial import start_counts
 from qlib.supermarket.point import Point, as_point
 from qlib.supermarket.simulation import counts_all_at
 
@@ -55,7 +55,7 @@ def _resolve_starts(point: Point, starts: Sequence[Any], replicas: int, where: s
     us = []
     for j, s in enumerate(starts):
         try:
-            u = _initial_counts(point, s)
+            u = start_counts(point, s)
         except ValueError as e:
             raise ValueError(f"{where}[{j}]: {e}") from None
         if u.ndim == 2 and u.shape[0] != replicas:
@@ -191,7 +191,7 @@ def meeting_times(n: int | Point, d: int | None = None, lam: float | None = None
 def _capacity(capacity: Any, top_length: Any) -> int | None:
     if capacity is None:
         return None
-    capacity = S._capacity(capacity)
+    capacity = S.checked_capacity(capacity)
     if isinstance(top_length, (int, np.integer)) and top_length > capacity:
         raise ValueError(
             f"top_length must be <= capacity = {capacity} in the bounded model; got {top_length}"

@@ -38,11 +38,12 @@ import numpy as np
 
 from qlib import _progress
 from qlib import _validate as V
-from qlib.supermarket.batch_means import _flow_summary, _pad, _summarise
+from qlib.supermarket.batch_means import flow_summary, pad_levels, summarise
 from qlib.supermarket.coupling import meeting_times
+from qlib.supermarket.perfect import capacity_for, perfect_samples
 from qlib.supermarket.point import Point, as_point
 from qlib.supermarket.refined import relaxation_time
-from qlib.supermarket.simulation import SupermarketResult, _capacity, simulate_many
+from qlib.supermarket.simulation import SupermarketResult, checked_capacity, simulate_many
 from qlib.supermarket.theory import fluid_fixed_point, predicted_max_length, steps_per_time
 
 BURN_IN_TAUS = 20.0
@@ -154,9 +155,9 @@ class EquilibriumEstimate:
                 "queue_length_fraction": self.queue_length_distribution,
                 "queue_length_fraction_ci_low": self.length_ci_low,
                 "queue_length_fraction_ci_high": self.length_ci_high,
-                "max_length_probability": _pad(self.max_length_distribution, self.levels + 1),
-                "max_length_probability_ci_low": _pad(self.max_ci_low, self.levels + 1),
-                "max_length_probability_ci_high": _pad(self.max_ci_high, self.levels + 1),
+                "max_length_probability": pad_levels(self.max_length_distribution, self.levels + 1),
+                "max_length_probability_ci_low": pad_levels(self.max_ci_low, self.levels + 1),
+                "max_length_probability_ci_high": pad_levels(self.max_ci_high, self.levels + 1),
                 "precision_level": self.level,
                 "converged": self.converged,
                 "relative_halfwidth": self.relative_halfwidth,
@@ -304,7 +305,7 @@ def estimate_equilibrium_many(points: Sequence[tuple[int, int, float] | Point], 
     plan = _Budget.of(points_, tau, batch_taus, batches, max_steps, min_batches, replicas)
     if progress is None:
         progress = sum(plan.cap) * replicas >= 5e10
-    capacity = _capacity(capacity)
+    capacity = checked_capacity(capacity)
     if capacity is not None:  # no level above the capacity holds mass
         levels = [min(lv, capacity) for lv in levels]
     V.choice("start", start, ("empty", "perfect"))
@@ -497,7 +498,7 @@ class _Rounds:
         """(whether point p is done, the batches its next round runs), from its estimate so far."""
         nb = self.nb[p]
         # E[u_1] = lam n is exact for every routing rule, but not when arrivals are lost
-        self.est[p] = _summarise(self.tails[p], self.maxes[p], point.lam if capacity is None else None, level)
+        self.est[p] = summarise(self.tails[p], self.maxes[p], point.lam if capacity is None else None, level)
         mean, half = self.est[p][0][level], self.est[p][1][level]
         if (nb >= plan.min_batches and mean > 0 and half <= rel_error * mean) or nb >= plan.cap[
             p
@@ -515,7 +516,7 @@ class _Rounds:
         nb, batch = self.nb[p], plan.batch[p]
         lv = min(level, mean.size - 1)
         rel = float(half[lv] / mean[lv]) if mean[lv] > 0 else float("inf")
-        fl = _flow_summary(self.tails[p], self.flowb[p], point.lam) if flows else {}
+        fl = flow_summary(self.tails[p], self.flowb[p], point.lam) if flows else {}
         vname = self.results[p].variant if self.results[p] is not None else "model"
         return EquilibriumEstimate(
             point=point,
@@ -553,8 +554,6 @@ class _Rounds:
 def _perfect_start(point: Point, capacity: int | None, replicas: int, seed: int, steps_per_tau: float):
     """Each replica's own exact sample of the bounded model at time 0 (its words of times <= 0;
     the estimate then runs on its words of times >= 1, independent of them), and what it says."""
-    from qlib.supermarket.perfect import capacity_for, perfect_samples
-
     L = capacity if capacity is not None else capacity_for(point)
     ps = perfect_samples(point, capacity=L, replicas=replicas, seed=seed)
     mass, se = ps.mass_at_capacity

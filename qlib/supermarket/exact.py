@@ -14,8 +14,8 @@ from typing import NamedTuple
 import numpy as np
 
 from qlib import _validate as V
-from qlib.supermarket.balance import _residual, _solve_direct, _solve_iterative  # noqa: F401  (import path)
-from qlib.supermarket.box import _Box, box_states
+from qlib.supermarket.balance import balance_residual, solve_direct, solve_iterative  # noqa: F401  (import path)
+from qlib.supermarket.box import Box, box_states
 from qlib.supermarket.point import Point
 from qlib.supermarket.theory import all_sampled_at_least
 
@@ -185,13 +185,13 @@ def exact_equilibrium(n: int, d: int, lam: float, *, levels: int | None = None,
     prev_tail = prev_A = prev_x = None
     rounds = 0
     while True:
-        box = _Box(n, d, lam, replacement, C, W)
+        box = Box(n, d, lam, replacement, C, W)
         W = box.W
         rounds += 1
         use = _solver_for(solver, box, n)
         x0 = _warm_start(box, prev_A, prev_x) if use == "iterative" else None
         prev_A = prev_x = None  # free them before the solve
-        x, res, its = _solve_direct(box) if use == "direct" else _solve_iterative(box, x0, target, max_iter)
+        x, res, its = solve_direct(box) if use == "direct" else solve_iterative(box, x0, target, max_iter)
         del x0
         laws = _Laws.of(box, x, n, C)
         change = math.nan
@@ -230,7 +230,7 @@ def _first_spread_cap(n: int, C: int, max_states: int) -> int:
     return lo
 
 
-def _solver_for(solver: str, box: _Box, n: int) -> str:
+def _solver_for(solver: str, box: Box, n: int) -> str:
     """The solver a box gets ("direct" or "iterative"); ValueError for a direct solve too big."""
     use = solver if solver != "auto" else (
         "direct" if box.S <= DIRECT_MAX_STATES or n <= 2 else "iterative")
@@ -240,7 +240,7 @@ def _solver_for(solver: str, box: _Box, n: int) -> str:
     return use
 
 
-def _warm_start(box: _Box, prev_A: np.ndarray | None, prev_x: np.ndarray | None) -> np.ndarray | None:
+def _warm_start(box: Box, prev_A: np.ndarray | None, prev_x: np.ndarray | None) -> np.ndarray | None:
     """The previous box's law placed in this one (the previous box lies inside it), or None."""
     if prev_A is None:
         return None
@@ -262,7 +262,7 @@ class _Laws(NamedTuple):
     mass_spread: float
 
     @classmethod
-    def of(cls, box: _Box, x: np.ndarray, n: int, C: int) -> _Laws:
+    def of(cls, box: Box, x: np.ndarray, n: int, C: int) -> _Laws:
         occ = np.zeros(C + 2)
         for j in range(n):
             occ += np.bincount(box.A[:, j], weights=x, minlength=C + 2)[: C + 2]
@@ -324,9 +324,9 @@ def _next_caps(n: int, C: int, W: int, S: int, laws: _Laws, tol: float, goal: fl
 def _bounded_equilibrium(n, d, lam, replacement, L, levels, max_states, max_iter, solver) -> ExactEquilibrium:
     """The exact stationary law of the bounded model (capacity L): one solve on the box of lengths <= L."""
     _fit("capacity", n, L, L, max_states, f"capacity = {L}")
-    box = _Box(n, d, lam, replacement, L, L)
+    box = Box(n, d, lam, replacement, L, L)
     use = solver if solver != "auto" else ("direct" if box.S <= DIRECT_MAX_STATES or n <= 2 else "iterative")
-    x, res, its = _solve_direct(box) if use == "direct" else _solve_iterative(box, None, 1e-13, max_iter)
+    x, res, its = solve_direct(box) if use == "direct" else solve_iterative(box, None, 1e-13, max_iter)
     occ = np.zeros(L + 1)
     for j in range(n):
         occ += np.bincount(box.A[:, j], weights=x, minlength=L + 1)[: L + 1]
@@ -386,10 +386,10 @@ def exact_stationary(n: int, d: int, lam: float, cap: int, *, replacement: bool 
     n, d, lam, replacement, *_ = _check(n, d, lam, replacement, 1e-10, MAX_STATES, MAX_ITER, "auto")
     cap = V.integer("cap", cap, low=1, high=10**9)
     _fit("cap", n, cap, cap, MAX_STATES, f"cap = {cap}")
-    box = _Box(n, d, lam, replacement, cap, cap)
+    box = Box(n, d, lam, replacement, cap, cap)
     if box.S <= DIRECT_MAX_STATES or n <= 2:
-        x, _, _ = _solve_direct(box)
+        x, _, _ = solve_direct(box)
     else:
-        x, _, _ = _solve_iterative(box, None, 1e-13, MAX_ITER)
+        x, _, _ = solve_iterative(box, None, 1e-13, MAX_ITER)
     counts = np.stack([(box.A >= i).sum(axis=1) for i in range(cap + 1)], axis=1)
     return counts, x

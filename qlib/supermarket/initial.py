@@ -93,11 +93,11 @@ def initial_counts(n: int, d: int, lam: float | None, initial: Any, replacement:
         ValueError: naming the parameter, or ``initial`` when it is none of the above or its
             fluid profile would not fit in memory.
     """
-    return _initial_counts(as_point(n, d, lam, one_minus_lam=one_minus_lam, replacement=replacement,
+    return start_counts(as_point(n, d, lam, one_minus_lam=one_minus_lam, replacement=replacement,
                                     simulation=True), initial)
 
 
-def _initial_counts(point: Point, initial: Any) -> np.ndarray:
+def start_counts(point: Point, initial: Any) -> np.ndarray:
     """:func:`initial_counts` of a validated point."""
     n, d, one_minus_lam, replacement = point.n, point.d, point.one_minus_lam, point.replacement
     if isinstance(initial, str):
@@ -179,10 +179,10 @@ def default_levels(d: int, lam: float | None, u0: np.ndarray, steps: int | None 
     Returns:
         The level cap.
     """
-    return _default_levels(Point(None, d, lam, one_minus_lam=one_minus_lam), u0, steps)
+    return default_level_cap(Point(None, d, lam, one_minus_lam=one_minus_lam), u0, steps)
 
 
-def _default_levels(point: Point, u0: np.ndarray, steps: int | None = None) -> int:
+def default_level_cap(point: Point, u0: np.ndarray, steps: int | None = None) -> int:
     """:func:`default_levels` of a validated point."""
     k = predicted_max_length(point)
     if math.isfinite(k):

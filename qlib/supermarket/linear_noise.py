@@ -182,7 +182,7 @@ def from_matrices(point: Point, A: np.ndarray, W: np.ndarray, covariance2: np.nd
     """The :class:`LinearNoise` of a point from its matrices (levels 1..L): the fluid Jacobian ``A``,
     the Lyapunov covariance ``W`` and, if given, the 1/n term ``covariance2`` of n Cov(u/n) (None:
     order 1). :func:`linear_noise` reads them off the refined mean field; the notebooks' sliders
-    (:func:`qlib.slider_theory.fluctuation_view`) from closed-form derivatives in NumPy.
+    (:func:`qlib.supermarket.regime.fluctuation_view`) from closed-form derivatives in NumPy.
 
     Args:
         point: a :class:`~qlib.supermarket.point.Point` with n.

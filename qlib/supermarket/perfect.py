@@ -131,8 +131,8 @@ class PerfectSamples:
         s = np.uint64(self.start_states[replica])
         with np.errstate(over="ignore"):
             tt = t.astype(np.uint64)  # two's complement: s + (2t - 1) G is taken mod 2^64
-            w1 = _rng._mix64_np(s + (np.uint64(2) * tt - np.uint64(1)) * np.uint64(_rng.GOLDEN))
-            w2 = _rng._mix64_np(s + np.uint64(2) * tt * np.uint64(_rng.GOLDEN))
+            w1 = _rng.mix64_np(s + (np.uint64(2) * tt - np.uint64(1)) * np.uint64(_rng.GOLDEN))
+            w2 = _rng.mix64_np(s + np.uint64(2) * tt * np.uint64(_rng.GOLDEN))
         return np.stack([w1, w2], axis=-1)
 
 

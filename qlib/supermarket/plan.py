@@ -1,6 +1,6 @@
 """One parameter point of a simulation, validated and resolved: its start, seed and level cap.
 
-A :class:`_Plan` is what a point's own :func:`qlib.supermarket.simulate` call would run; many
+A :class:`Plan` is what a point's own :func:`qlib.supermarket.simulate` call would run; many
 plans run as lanes of one kernel (:func:`qlib.supermarket.simulation._run`).
 """
 
@@ -14,13 +14,13 @@ import numpy as np
 from qlib import _rng
 from qlib import _validate as V
 from qlib.supermarket import chain as K
-from qlib.supermarket.initial import _default_levels, _initial_counts
+from qlib.supermarket.initial import default_level_cap, start_counts
 from qlib.supermarket.point import Point
 from qlib.supermarket.result import SupermarketResult
 
 
 @dataclass
-class _Plan:
+class Plan:
     """One parameter point of a run, validated: what its own simulate call would do."""
 
     point: Point
@@ -65,7 +65,7 @@ def _resolve_initial(where: str, point: Point, initial, replicas, seed, capacity
         return u[:, : max(used, 2)], np.asarray(res.state, np.uint64), res.seed
     seed = 0 if seed is None else seed
     try:
-        u0 = _initial_counts(point, initial)
+        u0 = start_counts(point, initial)
     except ValueError as e:
         raise ValueError(f"{where}{e}") from None
     if u0.ndim == 2 and u0.shape[0] != replicas:
@@ -79,7 +79,8 @@ def _resolve_initial(where: str, point: Point, initial, replicas, seed, capacity
     return u0, _rng.replica_states_np(seed, np.arange(replicas)), seed
 
 
-def _plan(where, point: Point, *, steps, burn_in, seed, initial, replicas, levels, capacity=None) -> _Plan:
+def plan_points(where, point: Point, *, steps, burn_in, seed, initial, replicas, levels,
+                capacity=None) -> Plan:
     """The plan of one point (the theory of the start and of the level cap uses the arrival
     rate as the caller gave it). With ``capacity`` (the bounded model) the cap is the capacity."""
     u0, rng0, seed = _resolve_initial(where, point, initial, replicas, seed, capacity)
@@ -91,13 +92,14 @@ def _plan(where, point: Point, *, steps, burn_in, seed, initial, replicas, level
                 f"holds at most {capacity} customers per queue"
             )
         u0 = np.ascontiguousarray(u0[:, : capacity + 1])
-        return _Plan(point, steps, burn_in, seed, u0, rng0, capacity, capacity)
-    L = _default_levels(point, u0, total) if levels is None else V.integer("levels", levels, low=u0.shape[-1])
-    return _Plan(point, steps, burn_in, seed, u0, rng0, L,
+        return Plan(point, steps, burn_in, seed, u0, rng0, capacity, capacity)
+    L = (default_level_cap(point, u0, total) if levels is None
+         else V.integer("levels", levels, low=u0.shape[-1]))
+    return Plan(point, steps, burn_in, seed, u0, rng0, L,
                   max(L, K.level_limit(u0.shape[-1], total)))
 
 
-def _per_point(name: str, value: Any, P: int, check) -> list:
+def per_point(name: str, value: Any, P: int, check) -> list:
     """An int (or None) for every point, or one per point."""
     if isinstance(value, (list, tuple)) or (isinstance(value, np.ndarray) and value.ndim > 0):
         if len(value) != P:
@@ -107,7 +109,7 @@ def _per_point(name: str, value: Any, P: int, check) -> list:
     return [v] * P
 
 
-def _is_per_point_initial(initial: Any, P: int) -> bool:
+def is_per_point_initial(initial: Any, P: int) -> bool:
     """A list/tuple of P entries that are not plain numbers is one initial state per point."""
     if not isinstance(initial, (list, tuple)) or len(initial) != P:
         return False

@@ -169,14 +169,6 @@ class Point:
             out["replacement"] = False
         return out
 
-    def with_d(self, d: int) -> Point:
-        """The same point with another d (e.g. a wrong model JSQ(d') at the same load)."""
-        return Point(self.n, d, **self.rate, replacement=self.replacement)
-
-    def with_n(self, n: int | None) -> Point:
-        """The same point with another n."""
-        return Point(n, self.d, **self.rate, replacement=self.replacement)
-
     def __repr__(self) -> str:
         extra = "" if self.replacement else ", replacement=False"
         return f"Point(n={self.n!r}, d={self.d!r}, {self.given}={getattr(self, self.given)!r}{extra})"

@@ -281,7 +281,7 @@ def _solve_sylvester3(A: np.ndarray, b: np.ndarray) -> np.ndarray:
     return C.real
 
 
-def _second_order(A: np.ndarray, W: np.ndarray, Vc: np.ndarray, der: dict, *,
+def second_order(A: np.ndarray, W: np.ndarray, Vc: np.ndarray, der: dict, *,
                   third_moment: bool | None = None) -> dict:
     """The 1/n^2 terms (see the module docstring), levels 1..L.
 
@@ -326,7 +326,7 @@ def _second_order(A: np.ndarray, W: np.ndarray, Vc: np.ndarray, der: dict, *,
     return dict(C=C, B=B, A2=A2)
 
 
-def _levels_for(d: int, lam: float) -> int:
+def levels_for(d: int, lam: float) -> int:
     if d == 1:  # geometric tail lam^i
         return int(min(MAX_LEVELS, max(4, math.ceil(math.log(NEGLIGIBLE) / math.log(lam)))))
     L = 2
@@ -384,7 +384,7 @@ def refined_mean_field(d: int, lam: float, levels: int | None = None, *,
     if not isinstance(replacement, (bool, np.bool_)):
         raise ValueError(f"replacement must be True or False; got {replacement!r}")
     order = V.integer("order", order, low=1, high=2)
-    L = _levels_for(d, lam) if levels is None else V.integer("levels", levels, low=1, high=MAX_LEVELS)
+    L = levels_for(d, lam) if levels is None else V.integer("levels", levels, low=1, high=MAX_LEVELS)
     s = fluid_fixed_point(d, lam, L)
     with jax.enable_x64(True):
         x = jnp.asarray(s[1:])
@@ -403,7 +403,7 @@ def refined_mean_field(d: int, lam: float, levels: int | None = None, *,
     cov[1:, 1:] = W
     extra = {}
     if order == 2:
-        so = _second_order(A, W, Vc, der)
+        so = second_order(A, W, Vc, der)
         cov2 = np.zeros((L + 1, L + 1))
         cov2[1:, 1:] = so["B"] - np.outer(Vc, Vc)  # Cov = M_2 - M_1 M_1^T
         third = None

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from qlib import stats
 from qlib.supermarket.point import Point
 
 __all__ = ["SupermarketResult"]
@@ -105,8 +106,6 @@ class SupermarketResult:
     def tail_fraction_estimate(self):
         """Mean and standard error of ``tail_fraction``: over replicas if there are several,
         else by batch means of the single run (needs ``batches >= 2``)."""
-        from qlib import stats
-
         if self.replicas >= 2:
             return stats.replica_mean(self.tail_fraction)
         if self.batch_tail_fraction.shape[1] >= 2:
@@ -126,8 +125,6 @@ class SupermarketResult:
         for j = 1..L+1 (index j - 1), as an :class:`qlib.stats.Estimate` over replicas (or batch
         means of one replica). Mean zero in equilibrium for JSQ(d) with the model's sampling rule
         (docs/models.md#level-flow); needs ``flows=True``."""
-        from qlib import stats
-
         if self.flow_fraction is None:
             raise ValueError("the level-flow sums were not kept: simulate with flows=True")
         z = lambda t, f: np.concatenate([t[..., 1:], np.zeros(t.shape[:-1] + (1,))], axis=-1) - self.lam * f  # noqa: E731

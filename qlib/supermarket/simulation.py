@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from qlib import _validate as V
-from qlib import cache as _cache
+from qlib import simulations
 from qlib.supermarket import chain as K
 from qlib.supermarket.initial import (
     counts_all_at,
@@ -33,9 +33,10 @@ from qlib.supermarket.initial import (
     default_levels,
     initial_counts,
 )
-from qlib.supermarket.plan import _is_per_point_initial, _per_point, _Plan, _plan
+from qlib.supermarket.plan import Plan, is_per_point_initial, per_point, plan_points
 from qlib.supermarket.point import MAX_N, Point, as_point
 from qlib.supermarket.result import SupermarketResult
+from qlib.supermarket.variants import event_map
 
 __all__ = ["SupermarketResult", "simulate", "simulate_many", "Point", "initial_counts",
            "counts_from_lengths", "counts_all_at", "default_levels", "MAX_N"]
@@ -102,8 +103,8 @@ def simulate(n: int | Point, d: int | None = None, lam: float | None = None, *,
     if record_every is not None:
         record_every = V.integer("record_every", record_every, low=1, high=steps)
     V.work("steps", float(burn_in + steps) * replicas)
-    capacity = _capacity(capacity)
-    pt = _plan("", point, steps=steps, burn_in=burn_in, seed=seed, initial=initial, replicas=replicas,
+    capacity = checked_capacity(capacity)
+    pt = plan_points("", point, steps=steps, burn_in=burn_in, seed=seed, initial=initial, replicas=replicas,
                levels=levels, capacity=capacity)
     return _run([pt], replicas, point.replacement, batches, record_every, progress, flows, emap, vname,
                 capacity)[0]
@@ -146,19 +147,19 @@ def simulate_many(points: Sequence[tuple | Point], *, steps: int | Sequence[int]
     replacement = checked[0].replacement
     emap, vname = _variant(variant, min(c.d for c in checked), replacement)
     flows = _flag("flows", flows)
-    steps_l = _per_point("steps", steps, P, lambda nm, v: V.integer(nm, v, low=1))
-    burn_l = _per_point("burn_in", burn_in, P, lambda nm, v: V.integer(nm, v, low=0))
+    steps_l = per_point("steps", steps, P, lambda nm, v: V.integer(nm, v, low=1))
+    burn_l = per_point("burn_in", burn_in, P, lambda nm, v: V.integer(nm, v, low=0))
     replicas = V.integer("replicas", replicas, low=1)
     seeds_l = _seeds(seeds, P)
     batches = V.integer("batches", batches, low=1, high=min(steps_l))
     if record_every is not None:
         record_every = V.integer("record_every", record_every, low=1, high=min(steps_l))
     V.work("steps", float(sum(b + st for b, st in zip(burn_l, steps_l))) * replicas)
-    inits = list(initial) if _is_per_point_initial(initial, P) else [initial] * P
+    inits = list(initial) if is_per_point_initial(initial, P) else [initial] * P
     pts = []
     for j, (point, st, bi, sd, ini) in enumerate(zip(checked, steps_l, burn_l, seeds_l, inits)):
         sd = sd if not isinstance(ini, SupermarketResult) or seeds is not None else None
-        pts.append(_plan(f"points[{j}]: ", point, steps=st, burn_in=bi, seed=sd, initial=ini,
+        pts.append(plan_points(f"points[{j}]: ", point, steps=st, burn_in=bi, seed=sd, initial=ini,
                          replicas=replicas, levels=levels, capacity=capacity))
     return _run(pts, replicas, replacement, batches, record_every, progress, flows, emap, vname, capacity)
 
@@ -169,7 +170,7 @@ def _checked_points(points: Any, one_minus_lam: Any, replacement: bool | None) -
         raise ValueError(f"points must be a non-empty sequence of (n, d, lam); got {points!r}")
     P = len(points)
     oml_l = ([None] * P if one_minus_lam is None
-             else _per_point("one_minus_lam", one_minus_lam, P, lambda nm, v: v))
+             else per_point("one_minus_lam", one_minus_lam, P, lambda nm, v: v))
     if replacement is None:  # the points' own (one kernel has one sampling rule)
         replacement = next((pt.replacement for pt in points if isinstance(pt, Point)), True)
     checked: list[Point] = []
@@ -211,7 +212,7 @@ BURN_IN_KERNEL_WORK = 2**28
 MAX_CAPACITY = 10_000
 
 
-def _capacity(capacity: Any) -> int | None:
+def checked_capacity(capacity: Any) -> int | None:
     """``capacity`` of the bounded model (docs/models.md#bounded-model): None or an int in [1, 10^4]."""
     return None if capacity is None else V.integer("capacity", capacity, low=1, high=MAX_CAPACITY)
 
@@ -226,8 +227,6 @@ def _variant(variant: Any, d: int, replacement: bool):
     """(chain.EventMap, display name) of ``variant`` (None: the model)."""
     if variant is None:
         return K.MODEL, "model"
-    from qlib.supermarket.variants import event_map
-
     return event_map(variant, d=d, replacement=replacement)
 
 
@@ -262,7 +261,7 @@ class _Lanes:
     stop: np.ndarray  # (lanes,) the end of each lane's point
 
     @classmethod
-    def of(cls, pts: list[_Plan], R: int) -> _Lanes:
+    def of(cls, pts: list[Plan], R: int) -> _Lanes:
         order = sorted(range(len(pts)), key=lambda j: -pts[j].end)
         lane0 = {j: i * R for i, j in enumerate(order)}
         lane_point = np.empty(len(pts) * R, np.int64)
@@ -296,7 +295,7 @@ class _Cuts:
     record_at: dict[int, set]  # point -> its record steps
 
     @classmethod
-    def of(cls, pts: list[_Plan], batches: int, record_every: int | None) -> _Cuts:
+    def of(cls, pts: list[Plan], batches: int, record_every: int | None) -> _Cuts:
         batch_ends = {j: {p.burn_in + (p.steps * b) // batches: b - 1 for b in range(1, batches + 1)}
                       for j, p in enumerate(pts)}
         record_at = {
@@ -373,7 +372,7 @@ class _Sums:
             self.last_flow[:, sl] = self.flow[:, sl]
 
 
-def _check_memory(pts: list[_Plan], lanes: int, batches: int, record_every: int | None) -> float:
+def _check_memory(pts: list[Plan], lanes: int, batches: int, record_every: int | None) -> float:
     """Bytes per tracked level of the run, after checking that its initial cap fits in memory."""
     L0 = max(p.levels for p in pts)
     big = any(p.steps * p.n >= 2**62 for p in pts)
@@ -386,7 +385,7 @@ def _check_memory(pts: list[_Plan], lanes: int, batches: int, record_every: int 
     return per_level
 
 
-def _driver(pts: list[_Plan], lanes: _Lanes, replacement: bool, progress: bool | None, per_level: float,
+def _driver(pts: list[Plan], lanes: _Lanes, replacement: bool, progress: bool | None, per_level: float,
             variant: K.EventMap, capacity: int | None) -> K.ChainDriver:
     """The chain driver of the run, every lane at its point's start counts and random state."""
     width0 = max(p.u0.shape[1] for p in pts)
@@ -471,7 +470,7 @@ def _drive(drv: K.ChainDriver, sums: _Sums, lanes: _Lanes, cuts: _Cuts, record_e
         _read_at(drv, sums, lanes, cuts, t)
 
 
-def _result(p: _Plan, j: int, sl: slice, sums: _Sums, cuts: _Cuts, peak: np.ndarray, counts: np.ndarray,
+def _result(p: Plan, j: int, sl: slice, sums: _Sums, cuts: _Cuts, peak: np.ndarray, counts: np.ndarray,
             state: np.ndarray, record_every: int | None, variant_name: str,
             capacity: int | None) -> SupermarketResult:
     """Point j's result from the run's sums over its lanes ``sl``."""
@@ -509,7 +508,7 @@ def _result(p: _Plan, j: int, sl: slice, sums: _Sums, cuts: _Cuts, peak: np.ndar
         lost_arrivals=sums.lost[sl].copy() if capacity is not None else None)
 
 
-def _run(pts: list[_Plan], R: int, replacement: bool, batches: int, record_every: int | None,
+def _run(pts: list[Plan], R: int, replacement: bool, batches: int, record_every: int | None,
          progress: bool | None, flows: bool = False, variant: K.EventMap = K.MODEL,
          variant_name: str = "model", capacity: int | None = None) -> list[SupermarketResult]:
     """Run the planned points as lanes of one chain kernel and return one result per point.
@@ -520,7 +519,7 @@ def _run(pts: list[_Plan], R: int, replacement: bool, batches: int, record_every
     needs per tracked level is checked before it starts (and by the driver at every growth).
 
     Args:
-        pts: the validated points (:func:`_plan`), each with its start, seed and level cap.
+        pts: the validated points (:func:`plan_points`), each with its start, seed and level cap.
         R: replicas per point.
         replacement: the sampling rule of every point.
         batches: equal batches of each point's measured steps.
@@ -551,8 +550,7 @@ def _run(pts: list[_Plan], R: int, replacement: bool, batches: int, record_every
         )
         for j, p in enumerate(pts)
     ]
-    _cache.report_simulation(pts, results, variant,
-                             capacity)  # provenance of stored results (cache.recording)
+    simulations.ran_supermarket(pts, results, variant, capacity)  # whoever listens (e.g. a provenance record)
     return results
 
 

@@ -32,17 +32,6 @@ from qlib import _validate as V
 from qlib.supermarket.point import MAX_D, Point
 
 
-def arrival_rate(lam: float | None = None, one_minus_lam: float | None = None) -> tuple[float, float]:
-    """(lam, 1 - lam) from exactly one of ``lam`` and ``one_minus_lam``, each in (0, 1)
-    (checked by :class:`qlib.supermarket.point.Point`).
-
-    Given ``one_minus_lam`` it is kept as it is (lam = 1 - one_minus_lam is rounded); given
-    ``lam``, 1 - lam is exact in float64 for lam >= 1/2.
-    """
-    p = Point(None, 1, lam, one_minus_lam=one_minus_lam)
-    return p.lam, p.one_minus_lam
-
-
 def _point(d: Any, lam: Any, one_minus_lam: Any, replacement: Any = True, n: Any = None) -> Point:
     """The theory functions' point: ``d`` may be a :class:`Point` (then lam, one_minus_lam, n
     and replacement come from it and must be left at their defaults)."""

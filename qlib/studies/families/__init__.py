@@ -34,20 +34,15 @@ The study's shape (see :mod:`qlib.studies`): :data:`PARAMETERS` and :func:`run` 
 
 from qlib.studies.families.claims import CLAIMS, claim_rows
 from qlib.studies.families.compute import (
-    PARAMETERS,
     CustomersSD,
     FamiliesResult,
     Family,
     customers_sd,
-    family_ns,
-    family_point,
-    gamma,
-    hypotheses,
     long_cost,
-    long_read_only,
     run,
     slope_ci,
 )
+from qlib.studies.families.parameters import PARAMETERS, family_ns, long_read_only
 from qlib.studies.families.prose import (
     findings_markdown,
     long_points_markdown,
@@ -58,6 +53,6 @@ from qlib.studies.families.prose import (
 from qlib.studies.wrong_models import WRONG_MODELS
 
 __all__ = ["methods_markdown", "PARAMETERS", "CLAIMS", "WRONG_MODELS", "Family", "FamiliesResult",
-           "CustomersSD", "run", "claim_rows", "family_point", "family_ns", "gamma", "hypotheses", "slope_ci",
+           "CustomersSD", "run", "claim_rows", "family_ns", "slope_ci",
            "long_cost", "long_read_only", "long_points_markdown",
            "summary_table", "summary", "findings_markdown", "customers_sd"]

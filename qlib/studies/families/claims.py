@@ -12,7 +12,7 @@ from qlib import stats
 from qlib._rng import named_seed
 from qlib.claims import ClaimRow, ClaimSpec, Counterfactual, combine, decide, se_distance
 from qlib.power import at_level, d_pass, refined_fraction, within
-from qlib.studies.families.compute import FamiliesResult, Family, _not_k, slope_ci
+from qlib.studies.families.compute import FamiliesResult, Family, not_k, slope_ci
 from qlib.studies.max_length import Estimates
 from qlib.studies.wrong_models import WRONG_MODELS, resolution
 
@@ -103,7 +103,7 @@ def concentration_rows(result: FamiliesResult, spec: ClaimSpec) -> list[ClaimRow
     thr = spec.threshold_text(result.parameters)
     rows = []
     for f in result.families:
-        q, qlo, qhi = _not_k(f)
+        q, qlo, qhi = not_k(f)
         b, blo, bhi = slope_ci(f.ns, q, qlo, qhi, boot=C["boot"],
                                seed=named_seed(result.parameters["stream"], f.name,
                                                                                    "slope"))

@@ -7,7 +7,8 @@ from typing import Any
 
 from qlib.studies import check_mode
 from qlib.studies.families.claims import claim_rows
-from qlib.studies.families.compute import PARAMETERS, FamiliesResult
+from qlib.studies.families.compute import FamiliesResult
+from qlib.studies.families.parameters import PARAMETERS
 from qlib.supermarket import fluid_fixed_point
 
 

@@ -9,18 +9,17 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from qlib import cache
+from qlib import results
 from qlib._rng import named_seed
-from qlib.slider_theory import fluctuation_view
+from qlib.results import cache
 from qlib.stats import integrated_autocorrelation_time
 from qlib.studies import check_mode, long_point, long_points_read
-from qlib.studies.families.compute import family_point
-from qlib.studies.families.compute import hypotheses as family_hypotheses
 from qlib.studies.fluctuations.parameters import PARAMETERS
-from qlib.studies.mixing.parameters import hypotheses as point_hypotheses
 from qlib.studies.wrong_models import WRONG_MODELS
 from qlib.supermarket import linear_noise, simulate
 from qlib.supermarket.fluctuations import estimate_from_series
+from qlib.supermarket.regime import family_hypotheses, family_point, fluctuation_view
+from qlib.supermarket.regime import hypotheses as point_hypotheses
 from qlib.supermarket.theory import predicted_max_length
 
 #: the command that computes the full mode (the long tier)
@@ -163,7 +162,7 @@ class FluctuationsResult:
 
 def predictions(n: int, d: int, lam: float) -> dict[str, float]:
     """The linear-noise predictions at (n, d, lam) and at the wrong models' points (the model's d),
-    from :func:`qlib.slider_theory.fluctuation_view` (linear_noise's numbers to 1e-8 in NumPy, tested:
+    from :func:`qlib.supermarket.regime.fluctuation_view` (linear_noise's numbers to 1e-8 in NumPy, tested:
     no compile per d, so reading the study costs seconds, not a compile per point)."""
     ln = fluctuation_view(n, d, lam)
     out = dict(sd=ln.sd_N, sd_lna=ln.sd_N_lna, tau=ln.tau_int_steps, tau_fluid=ln.tau_fluid_steps,
@@ -228,8 +227,6 @@ def run(mode: str = "full", *, progress: bool = True) -> FluctuationsResult:
     Returns:
         A :class:`FluctuationsResult`; a point results/long lacks carries ``missing``.
     """
-    from qlib import results
-
     mode = check_mode(mode)
     P = PARAMETERS[mode]
     read = long_points_read(mode)

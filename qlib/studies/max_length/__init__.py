@@ -25,7 +25,7 @@ and :func:`claim_rows` (``claims``), :func:`run` (``compute``), the notebook's p
 :func:`summary` (``prose``); figures in :mod:`qlib.plots.max_length`.
 """
 
-from qlib.studies.max_length.claims import CLAIMS, _max_verdict, _profile_verdict, claim_rows
+from qlib.studies.max_length.claims import CLAIMS, claim_rows, max_verdict, profile_verdict
 from qlib.studies.max_length.compute import (
     LEVELS,
     Estimates,
@@ -34,7 +34,6 @@ from qlib.studies.max_length.compute import (
     MaxLengthResult,
     ProfileView,
     estimates,
-    fluid_max_length,
     from_empty_run,
     interactive_run,
     long_cost,
@@ -48,7 +47,6 @@ from qlib.studies.max_length.parameters import (
     INDEPENDENT_TAUS,
     PARAMETERS,
     PointTuple,
-    family_point,
     family_sizes,
     finite_n_sizes,
     sweep_points,
@@ -63,11 +61,11 @@ from qlib.studies.max_length.prose import (
 )
 
 #: helpers the tests call by name
-_TESTED = (_max_verdict, _profile_verdict)
+_TESTED = (max_verdict, profile_verdict)
 
 __all__ = ["PARAMETERS", "CLAIMS", "CLAIM_THRESHOLDS", "INDEPENDENT_BAND", "INDEPENDENT_TAUS", "PointTuple",
            "LEVELS", "Estimates", "FromEmptyRun", "InteractiveRun", "MaxLengthResult", "ProfileView",
-           "claim_rows", "estimates", "family_point", "family_sizes", "finite_n_sizes", "sweep_points",
-           "fluid_max_length", "from_empty_run", "interactive_run", "long_cost", "profile_view", "run",
+           "claim_rows", "estimates", "family_sizes", "finite_n_sizes", "sweep_points",
+           "from_empty_run", "interactive_run", "long_cost", "profile_view", "run",
            "short_fluid_run",
            "findings_markdown", "finite_n_markdown", "methods_markdown", "sci", "summary", "SUMMARY_COLUMNS"]

@@ -12,8 +12,9 @@ import numpy as np
 from qlib import stats
 from qlib.claims import ClaimRow, ClaimSpec, Counterfactual, decide, se_distance
 from qlib.power import at_level, d_pass, refined_fraction, within
-from qlib.studies.max_length.compute import Estimates, MaxLengthResult, _exact_lengths
+from qlib.studies.max_length.compute import Estimates, MaxLengthResult
 from qlib.studies.wrong_models import WRONG_MODELS, resolution
+from qlib.supermarket.regime import exact_lengths
 from qlib.supermarket.theory import fluid_fixed_point
 
 REF_MAX = ("Brightwell & Luczak arXiv:1201.5523; Brightwell, Fairthorne & Luczak 2018; "
@@ -35,17 +36,17 @@ def _max_ci(e: Estimates, j: int, k: int) -> tuple[float, float, float]:
     return tuple(float(a[j, k]) if k < a.shape[1] else 0.0 for a in (e.max_dist, e.max_low, e.max_high))
 
 
-def _max_verdict(e: Estimates, j: int, k: int, p_min: float) -> tuple[str, str, float]:
+def max_verdict(e: Estimates, j: int, k: int, p_min: float) -> tuple[str, str, float]:
     """PASS / FAIL / INCONCLUSIVE of "P(max = k) >= p_min" from its 95% CI, the text, the value."""
     m, lo, hi = _max_ci(e, j, k)
     return decide(lo, hi, p_min), f"P(max = {k}) = {m:.3f} (95% CI {lo:.3f} to {hi:.3f})", m
 
 
-def _profile_verdict(e: Estimates, j: int, d: int, lam: float, k: int,
+def profile_verdict(e: Estimates, j: int, d: int, lam: float, k: int,
                      tolerance: float) -> tuple[bool, str, float]:
     """Whether lengths 1..k-1 at point j are within ``tolerance`` of the fluid value of (d, lam) plus
     the CI half-width; the text; the worst relative error."""
-    fp = _exact_lengths(fluid_fixed_point(d, lam, k + 1))
+    fp = exact_lengths(fluid_fixed_point(d, lam, k + 1))
     worst, parts, ok = 0.0, [], True
     for i in range(1, k):
         half = (e.p_high[j, i] - e.p_low[j, i]) / 2
@@ -73,17 +74,17 @@ def _max_rows(result: MaxLengthResult, spec: ClaimSpec) -> list[ClaimRow]:
     p_min = t["p_min"]
     for j in range(mx.n.size):
         n, d, lam, k = int(mx.n[j]), int(mx.d[j]), float(mx.lam[j]), int(mx.k[j])
-        verdict, text, _ = _max_verdict(mx, j, k, p_min)
+        verdict, text, _ = max_verdict(mx, j, k, p_min)
         cfs = []
         wrong = result.max_wrong
         first = sum(len(w) for w in result.parameters["max"]["wrong_d"][:j])
         for i, wd in enumerate(result.parameters["max"]["wrong_d"][j]):
-            vw, textw, mw = _max_verdict(wrong, first + i, k, p_min)
+            vw, textw, mw = max_verdict(wrong, first + i, k, p_min)
             cfs.append(Counterfactual(f"JSQ({wd}) in place of JSQ({d}), same steps, "
                                       f"{int(wrong.replicas[first + i])} replicas", f"{textw} [{vw}]",
                                       vw != "FAIL", mw))
         for wm, e in _near_runs(spec, result.max_near):
-            vw, textw, mw = _max_verdict(e, j, k, p_min)
+            vw, textw, mw = max_verdict(e, j, k, p_min)
             cfs.append(Counterfactual(_near_label(wm, e, j), f"{textw} [{vw}]", vw != "FAIL", mw, near=True,
                                       se_distance=se_distance(*_max_ci(e, j, k), p_min)))
         eps = 1 - lam
@@ -108,14 +109,14 @@ def _profile_rows(result: MaxLengthResult, spec: ClaimSpec) -> list[ClaimRow]:
     P = result.parameters
     tol = spec.values(P)["tolerance"]
     d, lam, k = int(pr.d[0]), float(pr.lam[0]), int(pr.k[0])
-    ok, text, _ = _profile_verdict(pr, 0, d, lam, k, tol)
+    ok, text, _ = profile_verdict(pr, 0, d, lam, k, tol)
     cfs = []
     for tag, e in (("x 0.75", result.profile_low_d), ("x 1.25", result.profile_high_d)):
-        okw, textw, worst = _profile_verdict(e, 0, d, lam, k, tol)
+        okw, textw, worst = profile_verdict(e, 0, d, lam, k, tol)
         cfs.append(Counterfactual(f"JSQ({int(e.d[0])}) in place of JSQ({d}) (d {tag}), same steps, judged "
                                   f"against the fluid values of d = {d}", textw, okw, worst))
     for wm, e in _near_runs(spec, result.profile_near):
-        okw, textw, worst = _profile_verdict(e, 0, d, lam, k, tol)
+        okw, textw, worst = profile_verdict(e, 0, d, lam, k, tol)
         cfs.append(Counterfactual(_near_label(wm, e, 0) + f", judged against the fluid values of d = {d}",
                                   f"{textw} [{'PASS' if okw else 'FAIL'}]", okw, worst, near=True))
     halves = [float(pr.p_high[0, i] - pr.p_low[0, i]) / 2 for i in range(1, k)]
@@ -218,7 +219,7 @@ def _asymptotic_rows(result: MaxLengthResult, spec: ClaimSpec) -> list[ClaimRow]
             rows_ = []
             for e_ in epss:
                 fp = fluid_fixed_point(d_model, one_minus_lam=e_, levels=kk + 1)
-                rows_.append([abs(_exact_lengths(fp)[i] - e_ * d0**i) / (e_ * d0**i) for i in range(1, kk)])
+                rows_.append([abs(exact_lengths(fp)[i] - e_ * d0**i) / (e_ * d0**i) for i in range(1, kk)])
             out[kk] = np.array(rows_)
         return out
 
@@ -284,7 +285,7 @@ def _boundary_rows(result: MaxLengthResult, spec: ClaimSpec) -> list[ClaimRow]:
     ok, text, halves = shares(bd, 0)
     okc, textc, _ = shares(bd, 1)
     xb = [math.log(1 / (1 - float(bd.lam[j]))) / math.log(float(bd.d[j])) for j in range(2)]
-    fl = _exact_lengths(fluid_fixed_point(d0, float(bd.lam[0]), 4))
+    fl = exact_lengths(fluid_fixed_point(d0, float(bd.lam[0]), 4))
     power = d_pass("max_length.boundary", P["claims"],
                    dict(d=d0, n=n0, one_minus_lam=e0, k=k0, halves=halves), at=f"n={n0}, 1-lam={e0:.3g}")
     rows.append(ClaimRow(

@@ -11,14 +11,14 @@ from typing import Any
 import numpy as np
 
 from qlib import _validate as V
-from qlib import cache, results
+from qlib import results
 from qlib._rng import named_seed
 from qlib.config import scale
+from qlib.results import cache
 from qlib.studies import ArrayResult, check_mode, long_point, long_points_read
 from qlib.studies.max_length.parameters import (
     PARAMETERS,
     PointTuple,
-    family_point,
     family_sizes,
     sweep_points,
 )
@@ -27,6 +27,7 @@ from qlib.supermarket import simulate
 from qlib.supermarket.equilibrium import EquilibriumEstimate, estimate_equilibrium_many
 from qlib.supermarket.point import as_point
 from qlib.supermarket.refined import refined_mean_field, relaxation_time
+from qlib.supermarket.regime import exact_lengths, family_point, fluid_max_length
 from qlib.supermarket.theory import (
     asymptotic_profile,
     boundary_distance,
@@ -164,24 +165,6 @@ def estimates(name: str, points: Sequence[PointTuple], *, replicas: int, seeds: 
 
 # --------------------------------------------------------------------------- theory helpers
 
-def fluid_max_length(n: int, d: int, lam: float) -> int:
-    """The largest i with n s_i >= 1/2: the maximum queue length that the fluid fixed point
-    predicts for n queues (the level where the expected count of longer queues drops below 1/2)."""
-    n, d, lam = as_point(n, d, lam).as_tuple()
-    if d == 1:
-        return int(math.floor(math.log(0.5 / n) / math.log(lam)))
-    L = 4
-    while True:
-        s = fluid_fixed_point(d, lam, L)
-        if n * s[-1] < 0.5:
-            return int(np.nonzero(n * s >= 0.5)[0][-1])
-        L *= 2
-
-
-def _exact_lengths(tail: np.ndarray) -> np.ndarray:
-    return tail - np.append(tail[1:], 0.0)
-
-
 @dataclass(frozen=True)
 class ProfileView:
     """What the sliders show for (1-lam, d, n), with no simulation. Arrays over ``levels`` (L+1,):
@@ -211,7 +194,7 @@ def profile_view(one_minus_lam: float, d: int, n: int) -> ProfileView:
     r = refined_mean_field(d, lam, order=2)
     L = max(k + 2, int(np.nonzero(r.fixed_point > 1e-12)[0][-1]) + 2)
     L = min(L, r.levels)
-    fluid = _exact_lengths(r.fixed_point)[: L + 1]
+    fluid = exact_lengths(r.fixed_point)[: L + 1]
     refined = r.queue_length_distribution(n)[: L + 1]
     asym = np.full(L + 1, np.nan)
     a = asymptotic_profile(d, lam)

@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
-from qlib import _validate as V
 from qlib.config import scale
 from qlib.studies import check_mode
 
@@ -123,11 +121,3 @@ def family_sizes(mode: str) -> list[int]:
     """The n of the gamma = 0 family set: ``ns``, and ``scaled_ns`` from ``--scale scaled_from``."""
     fm = PARAMETERS[check_mode(mode)]["family"]
     return list(fm["ns"]) + (list(fm["scaled_ns"]) if mode == "full" and scale() >= fm["scaled_from"] else [])
-
-
-def family_point(n: int, alpha: float, beta: float) -> PointTuple:
-    """lam = 1 - n^(-alpha), d = floor(n^beta): the paper's family (k = ceil(alpha/beta), large n)."""
-    n = V.integer("n", n, low=2)
-    return n, max(2, int(math.floor(n**beta + 1e-9))), 1.0 - n ** (-alpha)
-
-

@@ -8,10 +8,11 @@ import math
 import numpy as np
 
 from qlib.studies import check_mode
-from qlib.studies.max_length.claims import CLAIMS, _max_verdict, _profile_verdict
-from qlib.studies.max_length.compute import LONG_COMMAND, MaxLengthResult, _exact_lengths
+from qlib.studies.max_length.claims import CLAIMS, max_verdict, profile_verdict
+from qlib.studies.max_length.compute import LONG_COMMAND, MaxLengthResult
 from qlib.studies.max_length.parameters import INDEPENDENT_BAND, INDEPENDENT_TAUS, PARAMETERS
 from qlib.studies.wrong_models import WRONG_MODELS, short_label
+from qlib.supermarket.regime import exact_lengths
 from qlib.supermarket.theory import fluid_fixed_point
 
 
@@ -89,7 +90,7 @@ def findings_markdown(result: MaxLengthResult) -> str:
     vals = []
     for j in range(mx.n.size):
         k = int(mx.k[j])
-        v, _, m = _max_verdict(mx, j, k, p_min)
+        v, _, m = max_verdict(mx, j, k, p_min)
         c = (1 - float(mx.lam[j])) * float(mx.d[j]) ** (k - 1)
         vals.append(f"k = {k}: {m:.3f} ({float(mx.max_low[j, k]):.3f} to {float(mx.max_high[j, k]):.3f}; "
                     f"(1-λ)d^(k-1) = {c:.2g}; {v})")
@@ -109,10 +110,10 @@ def findings_markdown(result: MaxLengthResult) -> str:
                    for j in range(sw.n.size))
     pr = result.profile
     kp = int(pr.k[0])
-    fp = _exact_lengths(fluid_fixed_point(int(pr.d[0]), float(pr.lam[0]), kp + 1))
+    fp = exact_lengths(fluid_fixed_point(int(pr.d[0]), float(pr.lam[0]), kp + 1))
     prof = "; ".join(f"{float(pr.p[0, i]):.4f} against {fp[i]:.4f} at length {i}" for i in range(1, kp))
     tol = CLAIMS["profile"].values(P)["tolerance"]
-    worst_w = max(_profile_verdict(e, 0, int(pr.d[0]), float(pr.lam[0]), kp, tol)[2]
+    worst_w = max(profile_verdict(e, 0, int(pr.d[0]), float(pr.lam[0]), kp, tol)[2]
                   for e in (result.profile_low_d, result.profile_high_d))
     out.append(f"- **(b) Most queues have length exactly k**: the fraction at k is {fr}. Below k the fluid "
                f"fixed point predicts the k = {kp} profile ({prof}), while d off by 25% is up to "

@@ -34,11 +34,11 @@ notebook's prose and :func:`summary` (``prose``); figures in :mod:`qlib.plots.mi
 
 from qlib.studies.mixing.claims import (
     CLAIMS,
-    _d_exponent,
-    _exit_verdict,
-    _tail_verdict,
     claim_rows,
     claim_rows_by_key,
+    d_exponent,
+    exit_verdict,
+    tail_verdict,
     tau_d_exponent,
 )
 from qlib.studies.mixing.compute import (
@@ -56,23 +56,16 @@ from qlib.studies.mixing.compute import (
     top_start_times,
     uncoupled_times,
 )
-from qlib.studies.mixing.parameters import (
-    CLAIM_THRESHOLDS,
-    PARAMETERS,
-    PointTuple,
-    family_point,
-    lower_time,
-    reference_time,
-)
+from qlib.studies.mixing.parameters import CLAIM_THRESHOLDS, PARAMETERS, PointTuple
 from qlib.studies.mixing.prose import SUMMARY_COLUMNS, findings_markdown, summary
 from qlib.supermarket.refined import relaxation_time  # noqa: F401  (the notebook and tests read them here)
 from qlib.supermarket.theory import steps_per_time  # noqa: F401
 
 #: helpers the tests call by name
-_TESTED = (_d_exponent, _exit_verdict, _tail_verdict)
+_TESTED = (d_exponent, exit_verdict, tail_verdict)
 
-__all__ = ["PARAMETERS", "CLAIMS", "CLAIM_THRESHOLDS", "PointTuple", "family_point", "lower_time",
-           "reference_time", "claim_rows", "claim_rows_by_key", "tau_d_exponent", "Exploration", "LowerBound",
-           "MeetingTimes", "MixingResult", "event_crossing", "explore", "good_set_exits", "good_start_times",
+__all__ = ["PARAMETERS", "CLAIMS", "CLAIM_THRESHOLDS", "PointTuple", "claim_rows", "claim_rows_by_key",
+           "tau_d_exponent", "Exploration", "LowerBound", "MeetingTimes", "MixingResult", "event_crossing",
+           "explore", "good_set_exits", "good_start_times",
            "run", "sample_seed", "stationary_samples", "top_start_times", "uncoupled_times",
            "findings_markdown", "summary", "SUMMARY_COLUMNS"]

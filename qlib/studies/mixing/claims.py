@@ -12,9 +12,9 @@ import numpy as np
 from qlib import stats
 from qlib.claims import ClaimRow, ClaimSpec, Counterfactual, decide_band
 from qlib.studies.mixing.compute import LowerBound, MeetingTimes, MixingResult
-from qlib.studies.mixing.parameters import hypotheses, inside, lower_time, reference_time
 from qlib.studies.wrong_models import WRONG_MODELS, resolution
 from qlib.supermarket.refined import relaxation_time
+from qlib.supermarket.regime import hypotheses, inside, lower_time, reference_time
 from qlib.supermarket.theory import predicted_max_length, steps_per_time
 
 #: the part of a criterion every mixing row shares (docs/models.md#hypotheses)
@@ -50,14 +50,14 @@ def _in_hypotheses(row: ClaimRow, P: dict, n, d, lam) -> ClaimRow:
                        "passed": False, "outcome": "finding"})
 
 
-def _met(T: np.ndarray) -> bool:
+def all_met(T: np.ndarray) -> bool:
     return bool(np.all(np.isfinite(T)))
 
 
 def _ratio_exponent(m: MeetingTimes) -> tuple[stats.PowerFit | None, str]:
     """Exponent of mean T / (k d^(k-1) n ln n) in n, with a bootstrap CI (None if some replica never met)."""
     ref = np.array([reference_time(int(n), int(d), float(lam)) for n, d, lam in zip(m.n, m.d, m.lam)])
-    if not _met(m.T):
+    if not all_met(m.T):
         unmet = int(np.sum(~np.isfinite(m.T)))
         return None, (f"{unmet} of {m.T.size} replica-runs never met within "
                       f"{m.cap.min():.2g}..{m.cap.max():.2g} steps")
@@ -154,12 +154,12 @@ def bad_start_rows(result: MixingResult, spec: ClaimSpec) -> list[ClaimRow]:
                                         "the JSQ(d) time", tj, vj != "FAIL", bj),))]
 
 
-def _d_exponent(m: MeetingTimes, d_axis: np.ndarray | None, tol: float) -> tuple[str, str, float | None, int]:
+def d_exponent(m: MeetingTimes, d_axis: np.ndarray | None, tol: float) -> tuple[str, str, float | None, int]:
     """Two-sided: PASS when the 95% CI of the exponent of T_meet in d lies within k - 1 +- tol,
     FAIL when it is disjoint from that band, INCONCLUSIVE otherwise."""
     d = (m.d if d_axis is None else d_axis).astype(float)
     k = int(predicted_max_length(int(d[-1]), float(m.lam[0])))
-    if not _met(m.T):
+    if not all_met(m.T):
         return "FAIL", f"{int(np.sum(~np.isfinite(m.T)))} replica-runs never met", None, k
     fit = stats.fit_power_law(d, m.T)
     v = decide_band(fit.ci[0], fit.ci[1], k - 1 - tol, k - 1 + tol)
@@ -179,8 +179,8 @@ def d_scaling_rows(result: MixingResult, spec: ClaimSpec) -> list[ClaimRow]:
     tol = spec.values(P)["d_exponent_tol"]
     ds = result.d_sweep
     dsp = P["d_sweep"]
-    v, textd, _, kk = _d_exponent(ds, None, tol)
-    vf, textf, bf, _ = _d_exponent(result.d_fixed, ds.d, tol)
+    v, textd, _, kk = d_exponent(ds, None, tol)
+    vf, textf, bf, _ = d_exponent(result.d_fixed, ds.d, tol)
     td = tau_d_exponent(int(ds.n[0]), float(ds.lam[0]), [int(x) for x in ds.d])
     return [_in_hypotheses(ClaimRow(
         claim=spec.claim.format(k_minus_1=kk - 1),
@@ -230,8 +230,8 @@ def tail_rows(result: MixingResult, spec: ClaimSpec) -> list[ClaimRow]:
     tl = result.tail
     P = result.parameters
     t = spec.values(P)
-    okt, textt = _tail_verdict(tl.T[0], t["tail_bounds"], t["tail_z"])
-    oktu, texttu = _tail_verdict(result.tail_uncoupled.T[0], t["tail_bounds"], t["tail_z"])
+    okt, textt = tail_verdict(tl.T[0], t["tail_bounds"], t["tail_z"])
+    oktu, texttu = tail_verdict(result.tail_uncoupled.T[0], t["tail_bounds"], t["tail_z"])
     b2, b3 = (str(Fraction(b).limit_denominator(1000)) for b in t["tail_bounds"])
     return [ClaimRow(
         claim=spec.claim,
@@ -249,8 +249,8 @@ def _exit_row(result: MixingResult, spec: ClaimSpec, ex: MeetingTimes, exj: Meet
               family_key: str) -> ClaimRow:
     P = result.parameters
     gs = P["good_set"]
-    oke, texte = _exit_verdict(ex, ex)
-    okej, textej = _exit_verdict(exj, ex)
+    oke, texte = exit_verdict(ex, ex)
+    okej, textej = exit_verdict(exj, ex)
     return ClaimRow(
         claim=spec.claim,
         parameters=_family_text(P, family_key, ex.n)
@@ -344,9 +344,9 @@ def claim_rows_by_key(result: MixingResult) -> dict[str, list[ClaimRow]]:
     return {key: spec.rows(result, spec) for key, spec in CLAIMS.items()}
 
 
-def _tail_verdict(T: np.ndarray, bounds=(0.25, 0.125), z: float = 1.96) -> tuple[bool, str]:
+def tail_verdict(T: np.ndarray, bounds=(0.25, 0.125), z: float = 1.96) -> tuple[bool, str]:
     """P(T > 2m) and P(T > 3m) at the median m within ``bounds`` plus ``z`` binomial SE."""
-    if not _met(T):
+    if not all_met(T):
         return False, f"{int(np.sum(~np.isfinite(T)))} of {T.size} never met (no decay to measure)"
     m = float(np.median(T))
     N = T.size
@@ -360,7 +360,7 @@ def _tail_verdict(T: np.ndarray, bounds=(0.25, 0.125), z: float = 1.96) -> tuple
     return ok, f"median m = {m:.3g} steps; " + "; ".join(out)
 
 
-def _exit_verdict(m: MeetingTimes, clock: MeetingTimes) -> tuple[bool, str]:
+def exit_verdict(m: MeetingTimes, clock: MeetingTimes) -> tuple[bool, str]:
     """Median first exit time in relaxation times of ``clock``'s points: it must rise at every
     step of n (a median that never happens within the horizon counts as the largest)."""
     tau = np.array([relaxation_time(int(d), float(lam)) * steps_per_time(int(n), float(lam))

@@ -10,14 +10,15 @@ from typing import Any
 
 import numpy as np
 
-from qlib import cache
 from qlib._rng import named_seed
 from qlib.config import scale
+from qlib.results import cache
 from qlib.studies import ArrayResult, check_mode
-from qlib.studies.mixing.parameters import PARAMETERS, PointTuple, family_point, reference_time
+from qlib.studies.mixing.parameters import PARAMETERS, PointTuple
 from qlib.studies.wrong_models import point_of
 from qlib.supermarket import (
     counts_all_at,
+    coupled_paths,
     initial_counts,
     l1_distance,
     meeting_times,
@@ -26,6 +27,7 @@ from qlib.supermarket import (
 )
 from qlib.supermarket.point import as_point
 from qlib.supermarket.refined import relaxation_time
+from qlib.supermarket.regime import family_point, reference_time
 from qlib.supermarket.theory import fluid_fixed_point, predicted_max_length, steps_per_time
 
 
@@ -456,8 +458,6 @@ def explore(n: int, d: int, lam: float, *, replicas: int = 16, seed: int = 0, fr
             levels: int | None = None) -> Exploration:
     """Slider callback data: meeting times (bottom all empty, top all at k+1) and the mean L1
     distance between the pair over time, for one (n, d, lam). Cost ~ replicas * T_meet steps."""
-    from qlib.supermarket import coupled_paths
-
     n, d, lam = as_point(n, d, lam).as_tuple()
     if d < 2:
         raise ValueError(f"d must be an integer >= 2 here (k is finite only then); got {d}")

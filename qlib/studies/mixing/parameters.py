@@ -1,13 +1,9 @@
-"""The parameters of the mixing study, per mode, and the scales its rows divide by."""
+"""The parameters of the mixing study, per mode (the scales its rows divide by and the hypotheses
+H0-H3 are the regime's: :mod:`qlib.supermarket.regime`)."""
 
 from __future__ import annotations
 
-import math
 from typing import Any
-
-from qlib import _validate as V
-from qlib.studies.max_length import fluid_max_length
-from qlib.supermarket.theory import predicted_max_length
 
 PointTuple = tuple[int, int, float]
 
@@ -67,48 +63,3 @@ PARAMETERS: dict[str, dict[str, Any]] = {
         "burn_taus": 20.0, "cap": 2.0, "counterfactual_replicas": 4, "stream": "mixing",
     },
 }
-
-
-def family_point(n: int, alpha: float, beta: float) -> PointTuple:
-    """The paper's family: lam = 1 - n^(-alpha), d = floor(n^beta) (k = ceil(alpha/beta) for large n)."""
-    n = V.integer("n", n, low=2)
-    return n, max(2, int(math.floor(n**beta + 1e-9))), 1.0 - n ** (-alpha)
-
-
-def reference_time(n: int, d: int, lam: float) -> float:
-    """The upper bound's scale k d^(k-1) n ln n (jump-chain steps)."""
-    k = int(predicted_max_length(d, lam))
-    return k * float(d) ** (k - 1) * n * math.log(n)
-
-
-def lower_time(n: int, d: int, lam: float) -> float:
-    """The lower bound's scale n (lam d)^(k-1) (jump-chain steps)."""
-    k = int(predicted_max_length(d, lam))
-    return n * (lam * d) ** (k - 1)
-
-
-def hypotheses(n: int, d: int, lam: float, *, c_max: float, buffer_min: float) -> dict[str, Any]:
-    """H0-H3 at one point (docs/models.md#hypotheses), each a boolean, with the numbers compared.
-
-    H0: k = ceil(log(1/(1-lam))/log d) >= 2 and d >= 2 (k - 1 >= 1: a d-dependence to see);
-    H1: c = (1-lam) d^(k-1) <= c_max; H2: the fluid maximum at this n is k; H3: the buffer
-    n (1-lam) d^(k-1) over the excursion scale sqrt(n d^(k-1)) is at least sqrt(buffer_min).
-    """
-    k = int(predicted_max_length(d, lam)) if d > 1 else 0
-    c = (1.0 - lam) * float(d) ** (k - 1)
-    buf = n * (1.0 - lam) ** 2 * float(d) ** (k - 1)
-    return {
-        "H0": bool(d >= 2 and k >= 2),
-        "H1": bool(c <= c_max),
-        "H2": bool(d >= 2 and fluid_max_length(n, d, lam) == k),
-        "H3": bool(buf >= buffer_min),
-        "k": k,
-        "c": c,
-        "eps_dk": (1.0 - lam) * float(d) ** k,
-        "log_n": math.log(n),
-        "buffer_over_excursion": math.sqrt(buf),
-    }
-
-
-def inside(h: dict) -> bool:
-    return bool(h["H0"] and h["H1"] and h["H2"] and h["H3"])

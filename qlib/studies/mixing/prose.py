@@ -6,10 +6,10 @@ from __future__ import annotations
 import numpy as np
 
 from qlib import stats
-from qlib.studies.mixing.claims import _met, claim_rows_by_key, tau_d_exponent
+from qlib.studies.mixing.claims import all_met, claim_rows_by_key, tau_d_exponent
 from qlib.studies.mixing.compute import MixingResult
-from qlib.studies.mixing.parameters import lower_time, reference_time
 from qlib.supermarket.refined import relaxation_time
+from qlib.supermarket.regime import lower_time, reference_time
 from qlib.supermarket.theory import steps_per_time
 
 
@@ -43,7 +43,7 @@ def findings_markdown(result: MixingResult) -> str:
                "`docs/models.md#bad-starts`).")
     dr = by["d_scaling"][0]
     ds = result.d_sweep
-    fit = stats.fit_power_law(ds.d.astype(float), ds.T) if _met(ds.T) else None
+    fit = stats.fit_power_law(ds.d.astype(float), ds.T) if all_met(ds.T) else None
     td = tau_d_exponent(int(ds.n[0]), float(ds.lam[0]), [int(x) for x in ds.d])
     kk = int(ds.k[0])
     if fit is not None:

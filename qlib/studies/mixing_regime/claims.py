@@ -9,10 +9,10 @@ import numpy as np
 
 from qlib import stats
 from qlib.claims import ClaimRow, ClaimSpec, Counterfactual, combine, decide, decide_band
-from qlib.studies.mixing.parameters import lower_time, reference_time
 from qlib.studies.mixing_regime.compute import LONG_COMMAND, RegimePoints, RegimeResult, costs
-from qlib.studies.mixing_regime.parameters import design_holds, inside
+from qlib.studies.mixing_regime.parameters import design_holds
 from qlib.supermarket.mixing_law import predicted_meeting_time
+from qlib.supermarket.regime import inside, lower_time, reference_time
 from qlib.supermarket.theory import predicted_max_length
 
 REF = (

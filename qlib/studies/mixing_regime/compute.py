@@ -11,16 +11,17 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from qlib import cache, results
+from qlib import results
 from qlib._rng import named_seed
+from qlib.results import cache
 from qlib.stats import integrated_autocorrelation_time
 from qlib.studies import check_mode
-from qlib.studies.mixing.parameters import family_point, reference_time
-from qlib.studies.mixing_regime.parameters import PARAMETERS, PointTuple, hypotheses, relaxation_scale
+from qlib.studies.mixing_regime.parameters import PARAMETERS, PointTuple, relaxation_scale
 from qlib.studies.wrong_models import point_of
 from qlib.supermarket import initial_counts, meeting_times_many, simulate_many
 from qlib.supermarket.linear_noise import linear_noise
 from qlib.supermarket.mixing_law import predicted_meeting_time
+from qlib.supermarket.regime import family_point, hypotheses, reference_time
 from qlib.supermarket.theory import predicted_max_length
 
 #: the command that computes the full mode (the long tier)

@@ -1,11 +1,11 @@
-"""The parameters of the in-regime mixing study, per mode, and the hypotheses H0-H3 per point."""
+"""The parameters of the in-regime mixing study, per mode, and its design conditions (the
+hypotheses H0-H3 are the regime's: :mod:`qlib.supermarket.regime`)."""
 
 from __future__ import annotations
 
 import math
 from typing import Any
 
-from qlib.studies.mixing.parameters import HYPOTHESES, hypotheses, inside  # noqa: F401  (re-exported)
 from qlib.supermarket.theory import predicted_max_length
 
 PointTuple = tuple[int, int, float]

@@ -29,10 +29,6 @@ The study's shape (see :mod:`qlib.studies`): :data:`PARAMETERS` and :func:`run` 
 
 from qlib.studies.who_works_the_most.claims import CLAIMS, WRONG_RULES, claim_rows
 from qlib.studies.who_works_the_most.compute import (
-    CLAIM_THRESHOLDS,
-    FAMILIES,
-    INFORMED_MAX_N,
-    PARAMETERS,
     ClaimsGrid,
     Profile,
     SimulatedCase,
@@ -48,6 +44,7 @@ from qlib.studies.who_works_the_most.compute import (
     simulate_profile,
     swap_residual,
 )
+from qlib.studies.who_works_the_most.parameters import CLAIM_THRESHOLDS, FAMILIES, INFORMED_MAX_N, PARAMETERS
 from qlib.studies.who_works_the_most.prose import SUMMARY_COLUMNS, findings_markdown, summary
 
 __all__ = ["PARAMETERS", "CLAIMS", "CLAIM_THRESHOLDS", "WRONG_RULES", "FAMILIES", "INFORMED_MAX_N",

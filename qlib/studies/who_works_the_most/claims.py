@@ -10,16 +10,16 @@ from qlib.claims import ClaimRow, ClaimSpec, Counterfactual, residual_text
 from qlib.heterogeneous import SimulationResult
 from qlib.stats import replica_mean
 from qlib.studies.who_works_the_most.compute import (
-    INFORMED_MAX_N,
     SimulatedCase,
     WhoWorksTheMostResult,
     gamma_key,
     geometric_rates,
     swap_residual,
 )
+from qlib.studies.who_works_the_most.parameters import INFORMED_MAX_N
 
 
-def _adjacent(mus: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def adjacent_pairs(mus: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     o = np.argsort(-mus, kind="stable")
     return o[:-1], o[1:]
 
@@ -27,7 +27,7 @@ def _adjacent(mus: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 def _sim_margins(r: SimulationResult, claim: int) -> np.ndarray:
     """(replicas, pairs) simulated margin of claim 1, 2 or 3 (3: the band position minus 0 and
     1 minus it, the tighter side) for adjacent pairs."""
-    L, M = _adjacent(r.mus)
+    L, M = adjacent_pairs(r.mus)
     B, T = r.busy_fraction, r.throughput
     if claim == 1:
         return B[:, M] - B[:, L]
@@ -39,7 +39,7 @@ def _sim_margins(r: SimulationResult, claim: int) -> np.ndarray:
 
 
 def _exact_margins(mus: np.ndarray, P: np.ndarray, claim: int) -> np.ndarray:
-    L, M = _adjacent(mus)
+    L, M = adjacent_pairs(mus)
     if claim == 1:
         return P[M] - P[L]
     if claim == 2:
@@ -214,23 +214,23 @@ def claim_rows(result: WhoWorksTheMostResult) -> list[ClaimRow]:
     return rows
 
 
-def _near_z(c: SimulatedCase, key: str, claim: int) -> float:
+def near_z(c: SimulatedCase, key: str, claim: int) -> float:
     """Largest |sim - exact uniform-routing margin| / SE over the adjacent pairs of run ``key``."""
     est = replica_mean(_sim_margins(c.runs[key], claim))
     return float(np.max(np.abs(est.mean - _exact_margins(c.mus, c.exact, claim)) / est.stderr))
 
 
-def _gammas(group: list) -> list[float]:
+def pair_gammas(group: list) -> list[float]:
     return [float(k[len("mu_power("):-1]) for k in group[0].runs if k.startswith("mu_power(")]
 
 
 def _near_counterfactuals(group: list, claim: int, z_max: float = 5.0) -> tuple:
     """The row's criterion on routing proportional to mu^gamma (near wrong models), at every load."""
     out = []
-    for gm in _gammas(group):
+    for gm in pair_gammas(group):
         key = gamma_key(gm)
         vs = [_sim_verdict(c.runs[key], claim, _exact_margins(c.mus, c.exact, claim), z_max) for c in group]
-        zs = [_near_z(c, key, claim) for c in group]
+        zs = [near_z(c, key, claim) for c in group]
         out.append(Counterfactual(
             model=f"routing proportional to mu^{gm:g} (near: simulated the same way)",
             measured="|sim - exact|/SE by load: "
@@ -241,8 +241,8 @@ def _near_counterfactuals(group: list, claim: int, z_max: float = 5.0) -> tuple:
 
 def _resolution(group: list, claim: int, z_max: float = 5.0) -> str:
     parts = []
-    for gm in _gammas(group):
-        zs = [_near_z(c, gamma_key(gm), claim) for c in group]
+    for gm in pair_gammas(group):
+        zs = [near_z(c, gamma_key(gm), claim) for c in group]
         told = [c.rho for c, z in zip(group, zs) if z >= z_max]
         parts.append(f"mu^{gm:g}: told apart at rho = {', '.join(f'{r:g}' for r in told) or 'none'}")
     return f"|sim - exact| >= {z_max:g} SE: " + "; ".join(parts)

@@ -1,14 +1,14 @@
-"""The who-works-the-most study's parameters and run: exact profiles, the exact claims grid and the
-simulated cases (every routing rule at each point)."""
+"""The who-works-the-most study's run: exact profiles, the exact claims grid and the simulated
+cases (every routing rule at each point); its parameters are in
+:mod:`qlib.studies.who_works_the_most.parameters`."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
-from qlib import _validate, cache
+from qlib import _validate
 from qlib._rng import named_seed
 from qlib.config import scale
 from qlib.heterogeneous import (
@@ -24,35 +24,9 @@ from qlib.heterogeneous import (
     simulate,
     wait_probability,
 )
+from qlib.results import cache
 from qlib.studies import check_mode
-
-INFORMED_MAX_N = 10  # the informed rules have no product form: generator solve over 2^n busy sets
-FAMILIES = ("geometric", "nearly equal", "one fast")
-
-#: Every threshold a row is judged by, fixed before the run (both modes): ``z_max`` a simulated
-#: number within this many standard errors of its exact value (and a near routing rule told apart
-#: beyond it); ``residual_max`` an exact identity's largest residual.
-CLAIM_THRESHOLDS: dict[str, float] = dict(z_max=5.0, residual_max=1e-9)
-
-#: Every parameter of the study, per mode.
-PARAMETERS: dict[str, dict[str, Any]] = {
-    "smoke": {
-        "figures": dict(n=6, spread=10.0, loads=(0.3, 0.6, 0.9)),
-        "grid": dict(ns=[2, 3, 5, 10, 50], loads=[0.01, 0.5, 0.9, 0.999], spread=10.0, gap=1e-6),
-        # the figures' three loads at n = 6, and n = 50 servers; every routing rule at each
-        "sims": dict(cases=[(6, 10.0, 0.3), (6, 10.0, 0.6), (6, 10.0, 0.9), (50, 10.0, 0.7)], steps=50_000,
-                     replicas=16, seed=2024, gammas=(0.25, -0.25, 0.1, -0.1)),
-        "claims": CLAIM_THRESHOLDS,
-    },
-    "full": {
-        "figures": dict(n=6, spread=10.0, loads=(0.3, 0.6, 0.9)),
-        "grid": dict(ns=[2, 3, 4, 5, 6, 8, 10, 20, 50, 100, 200, 500, 1000],
-                     loads=[0.01, 0.1, 0.3, 0.5, 0.7, 0.9, 0.99, 0.999], spread=10.0, gap=1e-6),
-        "sims": dict(cases=[(6, 10.0, 0.3), (6, 10.0, 0.6), (6, 10.0, 0.9), (50, 10.0, 0.7)], steps=1_000_000,
-                     replicas=32, seed=2024, gammas=(0.25, -0.25, 0.1, -0.1)),
-        "claims": CLAIM_THRESHOLDS,
-    },
-}
+from qlib.studies.who_works_the_most.parameters import FAMILIES, INFORMED_MAX_N, PARAMETERS
 
 
 def geometric_rates(n: int, spread: float) -> np.ndarray:

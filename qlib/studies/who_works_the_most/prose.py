@@ -6,8 +6,9 @@ from __future__ import annotations
 import numpy as np
 
 from qlib import _validate
-from qlib.studies.who_works_the_most.claims import _adjacent, _gammas, _near_z
-from qlib.studies.who_works_the_most.compute import FAMILIES, WhoWorksTheMostResult, gamma_key
+from qlib.studies.who_works_the_most.claims import adjacent_pairs, near_z, pair_gammas
+from qlib.studies.who_works_the_most.compute import WhoWorksTheMostResult, gamma_key
+from qlib.studies.who_works_the_most.parameters import FAMILIES
 
 
 def findings_markdown(result: WhoWorksTheMostResult, section: str) -> str:
@@ -33,7 +34,7 @@ def findings_markdown(result: WhoWorksTheMostResult, section: str) -> str:
         for p in result.profiles:
             if p.informed_busy is None:
                 continue
-            L, M = _adjacent(p.mus)
+            L, M = adjacent_pairs(p.mus)
             broken = int(np.sum(p.informed_busy[M] - p.informed_busy[L] <= 0))
             lines.append(f"- ρ = {p.rho:g}: busiest server under informed routing "
                          f"{int(np.argmax(p.informed_busy)) + 1}, under uniform routing "
@@ -41,11 +42,12 @@ def findings_markdown(result: WhoWorksTheMostResult, section: str) -> str:
                          f"claim 1 for {broken} of {L.size} adjacent pairs (P_1 = {p.informed_busy[0]:.3f}, "
                          f"smallest P_j = {p.informed_busy.min():.3f}, largest {p.informed_busy.max():.3f}).")
         return "\n".join(lines)
-    rows = ["| servers | load | " + " | ".join(f"μ^{gm:g}: claim 1, claim 2" for gm in _gammas(result.cases))
-            + " |", "|---|---|" + "---|" * len(_gammas(result.cases))]
+    rows = ["| servers | load | "
+            + " | ".join(f"μ^{gm:g}: claim 1, claim 2" for gm in pair_gammas(result.cases))
+            + " |", "|---|---|" + "---|" * len(pair_gammas(result.cases))]
     for c in result.cases:
-        cells = [f"{_near_z(c, gamma_key(gm), 1):.1f}, {_near_z(c, gamma_key(gm), 2):.1f}"
-                 for gm in _gammas(result.cases)]
+        cells = [f"{near_z(c, gamma_key(gm), 1):.1f}, {near_z(c, gamma_key(gm), 2):.1f}"
+                 for gm in pair_gammas(result.cases)]
         rows.append(f"| {c.n} | {c.rho:g} | " + " | ".join(cells) + " |")
     return ("Largest |sim − exact| / SE of the adjacent-pair margins when arrivals pick idle server j with "
             "probability ∝ μ_j^γ (the same runs, criterion and replicas as uniform routing; 5 SE tells a "

@@ -30,9 +30,7 @@ import contextvars
 import hashlib
 import json
 import os
-import subprocess
 import tempfile
-import time
 import warnings
 import zipfile
 import zlib
@@ -40,37 +38,21 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-import jax
 import numpy as np
 
-import qlib
-from qlib.config import ROOT, cache_dir
+from qlib.config import cache_dir
+from qlib.results.freshness import lookup
+from qlib.results.recorder import recording
+from qlib.results.store import atomic_write, code_versions, entry, git_commit, run_id, write_tier
+from qlib.results.tier import commit
 
 
 class CacheWarning(UserWarning):
     """A cache entry was unreadable or did not match, and is being recomputed."""
 
 
-def versions() -> dict[str, str]:
-    """What a cached number depends on besides its parameters: the code (qlib's version and the
-    version of the random streams), jax and numpy."""
-    from qlib.supermarket.chain import STREAM_VERSION
-
-    return {"qlib": qlib.__version__, "streams": str(STREAM_VERSION), "jax": jax.__version__,
-            "numpy": np.__version__}
-
-
-def git_commit() -> str:
-    try:
-        out = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True,
-                             text=True, timeout=5)
-        return out.stdout.strip() or "unknown"
-    except (OSError, subprocess.SubprocessError):
-        return "unknown"
-
-
 def _record(name: str, params: Mapping, seed: int) -> dict:
-    return json.loads(json.dumps({"name": name, "params": params, "seed": seed, "versions": versions()},
+    return json.loads(json.dumps({"name": name, "params": params, "seed": seed, "versions": code_versions()},
                                  sort_keys=True, default=str))
 
 
@@ -83,22 +65,6 @@ def _refresh(refresh: bool | None) -> bool:
     if refresh is None:
         return os.environ.get("QLIB_REFRESH", "").strip().lower() in {"1", "true", "yes"}
     return refresh
-
-
-def _atomic_write(path: Path, write: Callable[[Any], None], binary: bool) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb" if binary else "w") as f:
-            write(f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
 
 
 def _files(stem: Path) -> tuple[Path, Path]:
@@ -138,9 +104,9 @@ def _load(stem: Path, record: dict, run: str | None = None) -> dict[str, np.ndar
 
 def _store(stem: Path, record: dict, arrays: dict[str, np.ndarray], run: str | None = None) -> None:
     npz, meta_path = _files(stem)
-    _atomic_write(npz, lambda f: np.savez(f, **arrays), binary=True)
+    atomic_write(npz, lambda f: np.savez(f, **arrays), binary=True)
     meta = dict(record, git_commit=git_commit(), arrays=sorted(arrays), **({"run": run} if run else {}))
-    _atomic_write(meta_path,
+    atomic_write(meta_path,
                   lambda f: f.write(json.dumps(meta, indent=1, sort_keys=True, default=str)), binary=False)
 
 
@@ -195,34 +161,32 @@ def cached_points(name: str, params: Sequence[Mapping], seeds: Sequence[int],
 
 
 def _cached_points(name, params, seeds, compute, *, group, refresh, study):
-    from qlib import results
-
     if len(params) != len(seeds):
         raise ValueError(f"params and seeds must have the same length; got {len(params)} and {len(seeds)}")
     only = _STORED_ONLY.get()
     if only is not None:
         tier_only, read = only
-        got = [results.lookup(name, p, s, tiers=(tier_only,)) for p, s in zip(params, seeds)]
+        got = [lookup(name, p, s, tiers=(tier_only,)) for p, s in zip(params, seeds)]
         lacking = [(name, p, s) for p, s, g in zip(params, seeds, got) if g is None]
         if lacking:
             raise NotStored(tier_only, lacking)
-        read.extend(results.entry(tier_only, name, p, s).record() for p, s in zip(params, seeds))
+        read.extend(entry(tier_only, name, p, s).record() for p, s in zip(params, seeds))
         return got  # type: ignore[return-value]
     records = [_record(name, p, s) for p, s in zip(params, seeds)]
     stems = [cache_dir() / key(name, p, s) for p, s in zip(params, seeds)]
-    tier, run = results.write_tier(), results.run_id()
+    tier, run = write_tier(), run_id()
     refresh = _refresh(refresh)
     out: list[dict[str, np.ndarray] | None] = [None] * len(params)
     for j, (stem, rec) in enumerate(zip(stems, records)):
         if tier == "default":  # make figures: every entry computed (once in this run) and compared
             out[j] = _load(stem, rec, run=run) if run else None
         elif tier == "long":  # results-long: what a tier holds fresh is done (resumable per point)
-            out[j] = None if refresh else results.lookup(name, params[j], seeds[j])
+            out[j] = None if refresh else lookup(name, params[j], seeds[j])
         else:
             if not refresh:
                 out[j] = _load(stem, rec)
             if out[j] is None and not refresh:
-                out[j] = results.lookup(name, params[j], seeds[j])
+                out[j] = lookup(name, params[j], seeds[j])
     missing = [j for j, o in enumerate(out) if o is None]
     if tier == "long":
         group = 1  # a long run stores (and resumes) point by point
@@ -238,151 +202,8 @@ def _cached_points(name, params, seeds, compute, *, group, refresh, study):
             out[j] = a
         if tier:
             for j, prov in zip(idx, rec.provenance([seeds[j] for j in idx])):
-                results.commit(tier, name, params[j], seeds[j], out[j], prov | {"study": study})
+                commit(tier, name, params[j], seeds[j], out[j], prov | {"study": study})
     return out  # type: ignore[return-value]
-
-
-# --------------------------------------------------------------------------- the recorder
-
-_RECORDER: contextvars.ContextVar = contextvars.ContextVar("qlib_cache_recorder", default=None)
-
-
-class Recorder:
-    """The simulations run inside :func:`recording`: one record per simulated chain (a point of
-    a simulate / simulate_many call; a call that continues a recorded chain extends its record),
-    with its start, steps, and the hash of each replica's final counts and random state."""
-
-    def __init__(self, parent: Recorder | None = None):
-        self.parent = parent
-        self.chains: list[dict] = []
-        self._start0: list[tuple[np.ndarray, int]] = []  # replica 0's start counts and state, per chain
-        self._open: dict[tuple, int] = {}  # (point, final hashes) -> chain: where a continuation resumes
-        self.wall_s = self.cpu_s = 0.0
-
-    def add(self, plans: Sequence, results: Sequence, variant: Any, capacity: int | None) -> None:
-        """Called by the simulation driver with each point's plan (point, steps, burn_in, seed,
-        u0, rng0) and result (counts, state)."""
-        from qlib import _rng
-        from qlib.results import state_hash
-
-        var = [str(getattr(variant, "kind", "model")), float(getattr(variant, "value", 0.0))]
-        for p, r in zip(plans, results):
-            R = int(r.counts.shape[0])
-            pt = p.point
-            what = (pt.n, pt.d, json.dumps(pt.rate), bool(pt.replacement), tuple(var), capacity)
-            start = tuple(state_hash(p.u0[i], p.rng0[i]) for i in range(R))
-            final = [state_hash(r.counts[i], r.state[i]) for i in range(R)]
-            j = self._open.pop((what, start), None)
-            if j is None:
-                seeded = bool(np.array_equal(np.asarray(p.rng0, np.uint64),
-                                             _rng.replica_states_np(int(p.seed), np.arange(R))))
-                self.chains.append({"n": int(pt.n), "d": int(pt.d), "rate": dict(pt.rate),
-                                    "replacement": bool(pt.replacement), "variant": var, "capacity": capacity,
-                                    "seed": int(p.seed), "seeded": seeded, "replicas": R, "calls": 0,
-                                    "steps": 0, "burn_in": 0, "final": []})
-                self._start0.append((np.asarray(p.u0[0], np.int64).copy(), int(p.rng0[0])))
-                j = len(self.chains) - 1
-            c = self.chains[j]
-            c["calls"] += 1
-            c["steps"] += int(p.steps)
-            c["burn_in"] += int(p.burn_in)
-            c["final"] = final
-            self._open[(what, tuple(final))] = j
-        if self.parent is not None:
-            self.parent.add(plans, results, variant, capacity)
-
-    def add_heterogeneous(self, res: Any, start: Any, routing_exponent: float | None, seeded: bool) -> None:
-        """Called by :func:`qlib.heterogeneous.simulate` with its result and start state."""
-        from qlib.results import hetero_state_hash
-
-        R = int(res.busy_fraction.shape[0])
-        what = ("heterogeneous", float(res.lam), tuple(float(x) for x in res.mus), res.policy,
-                routing_exponent)
-        first = tuple(hetero_state_hash(start, i) for i in range(R))
-        final = [hetero_state_hash(res.state, i) for i in range(R)]
-        j = self._open.pop((what, first), None)
-        if j is None:
-            self.chains.append({"model": "heterogeneous", "lam": float(res.lam),
-                                "mus": [float(x) for x in res.mus],
-                                "policy": res.policy, "routing_exponent": routing_exponent,
-                                "seed": None if res.seed is None else int(res.seed), "seeded": bool(seeded),
-                                "replicas": R, "calls": 0, "steps": 0, "burn_in": 0, "final": []})
-            self._start0.append(({k: (None if v is None else np.asarray(v)[0].tolist())
-                                  for k, v in start._asdict().items()}, 0))
-            j = len(self.chains) - 1
-        c = self.chains[j]
-        c["calls"] += 1
-        c["steps"] += int(res.steps)
-        c["burn_in"] += int(res.burn_in)
-        c["final"] = final
-        self._open[(what, tuple(final))] = j
-        if self.parent is not None:
-            self.parent.add_heterogeneous(res, start, routing_exponent, seeded)
-
-    def provenance(self, seeds: Sequence[Any]) -> list[dict]:
-        """Per entry (one per seed, computed together): its chains (those started from its seed;
-        chains whose seed is no entry's go to every entry that has none), the group's wall and
-        CPU time, and a checkpoint of its first chain (recomputed now, to be recomputed later)."""
-        from qlib import results
-
-        mine = [[i for i, c in enumerate(self.chains) if c["seed"] == s] for s in seeds]
-        orphans = [i for i, c in enumerate(self.chains) if c["seed"] not in set(seeds)]
-        mine = [m or orphans for m in mine]
-        specs, who = [], []
-        for e, m in enumerate(mine):
-            if m:
-                c = self.chains[m[0]]
-                u0, s0 = self._start0[m[0]]
-                specs.append(results.checkpoint_spec(c | {"first_call_steps": c["steps"] + c["burn_in"]}, u0,
-                                                     s0))
-                who.append(e)
-        hashes = dict(zip(who, results.checkpoint_hashes(specs))) if specs else {}
-        out = []
-        for e, m in enumerate(mine):
-            out.append({"wall_s": self.wall_s, "cpu_s": self.cpu_s, "computed_together": len(seeds),
-                        "simulations": [self.chains[i] for i in m],
-                        "checkpoint": {"spec": specs[who.index(e)], "hash": hashes[e]} if e in hashes
-                        else None})
-        return out
-
-
-@contextlib.contextmanager
-def recording():
-    """Record the simulations run inside (see :class:`Recorder`), and the wall and CPU time."""
-    rec = Recorder(_RECORDER.get())
-    token = _RECORDER.set(rec)
-    t0, c0 = time.perf_counter(), time.process_time()
-    try:
-        yield rec
-    finally:
-        rec.wall_s, rec.cpu_s = time.perf_counter() - t0, time.process_time() - c0
-        _RECORDER.reset(token)
-
-
-@contextlib.contextmanager
-def not_recording():
-    """Run simulations that no recorder sees (e.g. the checkpoints themselves)."""
-    token = _RECORDER.set(None)
-    try:
-        yield
-    finally:
-        _RECORDER.reset(token)
-
-
-def report_heterogeneous(res: Any, start: Any, routing_exponent: float | None = None, *,
-                         seeded: bool) -> None:
-    """The heterogeneous simulator's hook: tell the active :func:`recording`, if any."""
-    rec = _RECORDER.get()
-    if rec is not None:
-        rec.add_heterogeneous(res, start, routing_exponent, seeded)
-
-
-def report_simulation(plans: Sequence, results: Sequence, variant: Any = None,
-                      capacity: int | None = None) -> None:
-    """The simulation driver's hook: tell the active :func:`recording`, if any (else nothing)."""
-    rec = _RECORDER.get()
-    if rec is not None:
-        rec.add(plans, results, variant, capacity)
 
 
 def check_writable(path: str | os.PathLike, what: str) -> Path:
