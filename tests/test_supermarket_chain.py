@@ -322,3 +322,19 @@ def test_unrolled_only_where_the_loop_is_one_kernel(monkeypatch):
     assert [loop.unroll_steps(g) for g in (1, 32, 64)] == [4, 4, 1]
     monkeypatch.setenv("XLA_FLAGS", "")
     assert [loop.unroll_steps(g) for g in (1, 32, 64)] == [1, 1, 1]
+
+
+def test_few_lanes_of_one_chain_run_one_lane_per_group(monkeypatch):
+    # issue 43: below ONE_LANE_GROUPS_BELOW lanes per device (one chain, the integer step, the loop
+    # one kernel) each lane is its own group; elsewhere the widest group whose loop fits
+    if jax.default_backend() != "cpu":
+        pytest.skip("group widths are chosen for XLA:CPU")
+    raised = "--xla_backend_extra_options=xla_cpu_small_while_loop_byte_threshold=65536"
+    monkeypatch.setenv("XLA_FLAGS", raised)
+    below = K.ONE_LANE_GROUPS_BELOW
+    assert [K.group_width(w, 6, 1, "sums", True) for w in (1, 2, below // 2)] == [1, 1, 1]
+    assert K.group_width(below, 6, 1, "sums", True) == below
+    assert K.group_width(4, 6, 2, "meet", True) == 4  # two chains: as before
+    assert K.group_width(4, 6, 1, "sums", False) == 4  # the carried log g: as before
+    monkeypatch.setenv("XLA_FLAGS", "")  # the loop is not one kernel: the widest group that fits 1024 bytes
+    assert K.group_width(4, 6, 1, "sums", True) == 2
