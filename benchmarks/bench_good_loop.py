@@ -280,7 +280,8 @@ def targets_43(rec: dict) -> str:
         got = row["ratio"]["numba_sums"]
         parts.append(f"{'with' if repl else 'without'} R = {R}: {got:.2f} (≥ {want:g}: "
                      f"{'met' if got >= want else 'not met'})")
-    return ("Issue 43's targets, qlib / numba with sums under configure_xla(), for a quiet machine: "
+    return ("Issue 43's targets (set for a quiet machine; this run's load is in the table), qlib / numba "
+            "with sums under configure_xla(): "
             + "; ".join(parts) + ".")
 
 
