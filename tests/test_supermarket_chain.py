@@ -69,14 +69,20 @@ def _lanes(chains: int, replacement: bool):
 
 
 @pytest.mark.parametrize("loop_bytes", [1024, 10**6])  # groups of 1-2 lanes, and all lanes at once
-@pytest.mark.parametrize("replacement", [True, False])
+@pytest.mark.parametrize("replacement,table", [(True, True), (False, True), (False, False)],
+                         ids=["with", "without-table", "without-log-g"])
 @pytest.mark.parametrize("chains", [1, 2])
-def test_fast_kernel_equals_plain_step(chains, replacement, loop_bytes, monkeypatch):
+def test_fast_kernel_equals_plain_step(chains, replacement, table, loop_bytes, monkeypatch):
+    # without replacement: the exact threshold tables (the default where they fit), and the carried
+    # log g the kernel falls back to when they do not (TABLE_BYTES = 0 forces it)
     monkeypatch.setattr(K, "small_loop_bytes", lambda: loop_bytes)
+    if not table:
+        monkeypatch.setattr(K, "TABLE_BYTES", 0)
     u0, rng0, params, active = _lanes(chains, replacement)
     steps = 3000  # > one block at these widths, and not a multiple of one
     drv = K.ChainDriver(u0, rng0, params, replacement=replacement, levels=6, progress=False, total=steps,
                         desc="test")
+    assert (drv.table is not None) == (table and not replacement)
     out = drv.run(1234, observe="sums", active=drv.mask(active))
     out2 = drv.run(steps - 1234, observe="sums", active=drv.mask(active))
     u, rng, ovf, su, sb = _plain_run(u0, rng0, params, steps, active, replacement)
@@ -88,7 +94,7 @@ def test_fast_kernel_equals_plain_step(chains, replacement, loop_bytes, monkeypa
     assert np.all(np.diff(u.astype(np.int64), axis=1) <= 0)  # the state stayed a valid count vector
     assert rng[7] == rng0[7] and np.array_equal(u[..., 7], u0[..., 7])  # the inactive lane did not move
     if jax.default_backend() == "cpu":  # the group width follows XLA:CPU's small-loop threshold
-        g = K.group_width(drv.per_device, 6, chains, "sums", replacement)
+        g = K.group_width(drv.per_device, 6, chains, "sums", drv.integer)
         assert (g == drv.per_device) if loop_bytes > 10**5 else (g <= 2)
 
 
@@ -316,3 +322,19 @@ def test_unrolled_only_where_the_loop_is_one_kernel(monkeypatch):
     assert [loop.unroll_steps(g) for g in (1, 32, 64)] == [4, 4, 1]
     monkeypatch.setenv("XLA_FLAGS", "")
     assert [loop.unroll_steps(g) for g in (1, 32, 64)] == [1, 1, 1]
+
+
+def test_few_lanes_of_one_chain_run_one_lane_per_group(monkeypatch):
+    # issue 43: below ONE_LANE_GROUPS_BELOW lanes per device (one chain, the integer step, the loop
+    # one kernel) each lane is its own group; elsewhere the widest group whose loop fits
+    if jax.default_backend() != "cpu":
+        pytest.skip("group widths are chosen for XLA:CPU")
+    raised = "--xla_backend_extra_options=xla_cpu_small_while_loop_byte_threshold=65536"
+    monkeypatch.setenv("XLA_FLAGS", raised)
+    below = K.ONE_LANE_GROUPS_BELOW
+    assert [K.group_width(w, 6, 1, "sums", True) for w in (1, 2, below // 2)] == [1, 1, 1]
+    assert K.group_width(below, 6, 1, "sums", True) == below
+    assert K.group_width(4, 6, 2, "meet", True) == 4  # two chains: as before
+    assert K.group_width(4, 6, 1, "sums", False) == 4  # the carried log g: as before
+    monkeypatch.setenv("XLA_FLAGS", "")  # the loop is not one kernel: the widest group that fits 1024 bytes
+    assert K.group_width(4, 6, 1, "sums", True) == 2

@@ -142,10 +142,15 @@ REF_POINTS = [  # (n, d, lam, replacement, steps, replicas)
 
 
 @pytest.mark.parametrize("wide", [False, True], ids=["narrow", "wide"])
-@pytest.mark.parametrize("n,d,lam,replacement,steps,replicas", REF_POINTS)
-def test_kernel_equals_exact_reference_chain(n, d, lam, replacement, steps, replicas, wide, monkeypatch):
+@pytest.mark.parametrize("n,d,lam,replacement,steps,replicas,table",
+                         [p + (True,) for p in REF_POINTS] + [p + (False,) for p in REF_POINTS if not p[3]])
+def test_kernel_equals_exact_reference_chain(n, d, lam, replacement, steps, replicas, table, wide,
+                                             monkeypatch):
     # wide: one group of 16 lanes, i.e. >= 8 lanes per device, so the fast step sums the hits
-    # and applies the one-hot update; narrow: groups of 1-2 lanes, the prefix-difference update
+    # and applies the one-hot update; narrow: groups of 1-2 lanes, the prefix-difference update.
+    # Without replacement, table=False forces the carried log g (no threshold tables)
+    if not table:
+        monkeypatch.setattr(K, "TABLE_BYTES", 0)
     if wide:
         monkeypatch.setattr(K, "small_loop_bytes", lambda: 10**6)
         replicas = 16
@@ -193,12 +198,15 @@ def _states(n: int, L: int):
     return out
 
 
-def _kernel_level_fn(replacement: bool):
+def _kernel_level_fn(replacement: bool, table: bool = False):
+    """The kernel's event map and level on every lane; ``table``: without replacement, the arrivals'
+    integer thresholds from the exact threshold tables (the fast kernel's events), else log U."""
     @jax.jit
-    def fn(u, w1, w2, n, d, thr):
+    def fn(u, w1, w2, n, d, thr, tab):
         p = K._with_norm(K.LaneParams(n, d, thr, jnp.zeros(n.shape, jnp.float64)))
-        ev = K._events(w1, w2, p, replacement)
-        lvl = K.level(u, ev, p, replacement)
+        ev = K._events(w1, w2, p, replacement, table=tab if table else None)
+        assert (ev.log_u is None) == (replacement or table)
+        lvl = K.level(u, ev, p, replacement or table)
         return ev.arrival, lvl, K.apply(u, ev, lvl)
     return fn
 
@@ -206,8 +214,9 @@ def _kernel_level_fn(replacement: bool):
 CASES = [(n, d) for n in (1, 2, 3, 4) for d in (1, 2, 3)]
 
 
-@pytest.mark.parametrize("replacement", [True, False])
-def test_exact_per_step_transition_probabilities(replacement):
+@pytest.mark.parametrize("replacement,table", [(True, False), (False, False), (False, True)],
+                         ids=["with", "without-log-u", "without-table"])
+def test_exact_per_step_transition_probabilities(replacement, table):
     cases = [(n, d) for n, d in CASES if replacement or d <= n]
     lanes = []  # (n, d, state, event, j): P(level >= j) for that event
     for n, d in cases:
@@ -224,12 +233,16 @@ def test_exact_per_step_transition_probabilities(replacement):
     thr_arr = np.full(W, thr, np.uint64)
     w1 = np.array([0 if a else MASK64 for _, _, _, a, _ in lanes], np.uint64)  # an arrival / a departure
     j_arr = np.array([x[4] for x in lanes])
-    fn = _kernel_level_fn(replacement)
+    fn = _kernel_level_fn(replacement, table)
+    tab = np.zeros((max(n_arr) + 1, W), np.uint64)  # one column per lane (ChainDriver's layout)
+    if table:
+        for k, (n, d, _, _, _) in enumerate(lanes):
+            tab[: n + 1, k] = K.threshold_table(n, d)
 
     def run(w2):
         with jax.enable_x64(True):
             a, lvl, nxt = fn(jnp.asarray(u), jnp.asarray(w1), jnp.asarray(np.array(w2, np.uint64)),
-                             jnp.asarray(n_arr), jnp.asarray(d_arr), jnp.asarray(thr_arr))
+                             jnp.asarray(n_arr), jnp.asarray(d_arr), jnp.asarray(thr_arr), jnp.asarray(tab))
         return np.asarray(a), np.asarray(lvl)[0], np.asarray(nxt)[0]
 
     a, _, _ = run([0] * W)
@@ -259,7 +272,7 @@ def test_exact_per_step_transition_probabilities(replacement):
             p = Fraction(bounds[i] - bounds[i + 1], TWO64)
             if arrival:
                 want = g_exact(s[i], n, d, replacement) - g_exact(s[i + 1], n, d, replacement)
-                tol = 1e-12
+                tol = 2.0**-62 if table else 1e-12  # the table's boundaries: each within 2^-64
             else:
                 want = Fraction(s[i] - s[i + 1], n) if i >= 1 else Fraction(n - s[1], n)
                 tol = 2.0**-60  # each rank 1/n up to 2^-64 per boundary
@@ -268,6 +281,13 @@ def test_exact_per_step_transition_probabilities(replacement):
                                           f"P = {float(p):.15g}, exact {float(want):.15g}")
             checked += 1
     assert checked > 100
+    if table:  # word for word the exact law: level >= j iff U = (w + 1/2)/2^64 < g(u_j), i.e. iff w < b_j
+        for (n, d, s, arrival, j), x in zip(lanes, lo):
+            if arrival:
+                g = g_exact(s[j], n, d, False)
+                # the number of words w with (2w + 1) < 2^65 g, independently of the kernel's table
+                want = min(TWO64, max(0, -(-(g.numerator << 65) // g.denominator) // 2))
+                assert x == want, (n, d, s, j, x, want)
     # and the next state from a word inside each interval: one customer moved at the right length
     probe_w2, want_next = [], []
     for (n, d, s, arrival, j), _x in zip(lanes, lo):

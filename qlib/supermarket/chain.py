@@ -22,6 +22,8 @@ from qlib._xla import auto_configure, small_loop_bytes
 from qlib.supermarket.events import (  # noqa: F401
     EVENT_KINDS,
     MODEL,
+    TABLE_BYTES,
+    TABLE_MAX_ROWS,
     WITH_REPLACEMENT_ONLY,
     EventMap,
     Events,
@@ -35,6 +37,8 @@ from qlib.supermarket.events import (  # noqa: F401
     log_falling,
     log_g,
     simulated_lam,
+    table_threshold,
+    threshold_table,
     uniform_log,
 )
 from qlib.supermarket.loop import (  # noqa: F401
@@ -79,8 +83,9 @@ def lane_params(points: list[Point | tuple], lanes_per_point: list[int]) -> Lane
 @functools.cache
 def _advance_fn(devices: tuple, obs_ndims: tuple, replacement: bool, observe: str, block: int,
                 group: int, frames: int, with_log_u: bool, variant: EventMap = MODEL,
-                flow_replacement: bool = True, inner: bool = False):
-    """The jitted kernel for one static configuration: shard_map over the lanes, no communication."""
+                flow_replacement: bool = True, inner: bool = False, table: bool = False):
+    """The jitted kernel for one static configuration: shard_map over the lanes, no communication.
+    With ``table`` it takes a seventh argument, the lanes' threshold tables (rows, lanes)."""
     spec = _sharding.lane_spec
     state_spec = ChainState(spec(1), spec(3), spec(1))
     obs_spec = tuple(spec(k) for k in obs_ndims)
@@ -89,19 +94,33 @@ def _advance_fn(devices: tuple, obs_ndims: tuple, replacement: bool, observe: st
                            group=group, frames=frames, variant=variant, flow_replacement=flow_replacement,
                            inner=inner)
     out_specs = (state_spec, obs_spec, spec(4) if frames else None)
-    mapped = jax.shard_map(fn, mesh=_sharding.mesh(devices),
-                           in_specs=(state_spec, obs_spec, p_spec, spec(1), spec(0), spec(0)),
+    in_specs = (state_spec, obs_spec, p_spec, spec(1), spec(0), spec(0)) + ((spec(2),) if table else ())
+    mapped = jax.shard_map(fn, mesh=_sharding.mesh(devices), in_specs=in_specs,
                            out_specs=out_specs, check_vma=False)
     return jax.jit(mapped)
 
 
 # --------------------------------------------------------------------------- sizing
 
+#: Below this many lanes per device (one chain, the integer step), each lane is its own group (issue 43).
+ONE_LANE_GROUPS_BELOW = 8
+
+
 def group_width(lanes_per_device: int, levels: int, chains: int, observe: str, replacement: bool) -> int:
     """Lanes per sequential group: the widest power of two (dividing the lanes) whose loop XLA:CPU
-    still compiles into one kernel; on other backends all lanes of a device in one group."""
+    still compiles into one kernel; on other backends all lanes of a device in one group.
+
+    Except for a few lanes of one chain (fewer than :data:`ONE_LANE_GROUPS_BELOW` per device, the
+    integer step, the loop one kernel): there one lane per group. A step of 2-4 lanes costs about
+    as much per lane as one lane's (the loop's cost per iteration does not shrink with the group
+    until ~32 lanes fill the vectors), and the one-lane loop keeps its counts in registers: measured
+    (AMD EPYC, 2 cores, n = 1000, d = 10, CPU time, load 14) 1.19x the rate of groups of 4 at R = 8
+    and 1.08x groups of 2 at R = 4. The group width never changes the numbers."""
     if jax.default_backend() != "cpu":
         return lanes_per_device
+    if (lanes_per_device < ONE_LANE_GROUPS_BELOW and chains == 1 and replacement
+            and small_loops_in_one_kernel()):
+        return 1
     per = _LOOP_BYTES[observe] * (levels + 1) * chains * (1 if replacement else 3)
     g = 1
     while g * 2 <= lanes_per_device and lanes_per_device % (g * 2) == 0 and (g
@@ -213,12 +232,36 @@ class ChainDriver:
         with jax.enable_x64(True):
             self.params = LaneParams(*(self._put(a) for a in ps))
             self.state = ChainState(self._put(rng), self._put(u), self._put(np.zeros(W, np.int64)))
+        # without replacement: the lanes' exact threshold tables where they fit (events.TABLE_BYTES)
+        self.table = self._tables(ps, variant) if not self.replacement else None
+        self.integer = self.replacement or self.table is not None  # the step compares integers
         self.seen = np.zeros((self.levels + 1, W), bool)
         self.seen |= np.any(u > 0, axis=0)
         self.bar = progress_bar(total, show=progress and _sharding.is_main_process(), desc=desc)
         self.t = 0
 
     # -- helpers
+
+    def _tables(self, ps: list, variant: EventMap):
+        """The (rows, lanes) uint64 threshold tables of sampling without replacement (column j:
+        :func:`threshold_table` of lane j's n and the event map's d; zeros for padding lanes), on
+        the devices; None when they would pass TABLE_BYTES or TABLE_MAX_ROWS (the kernel then
+        carries log g)."""
+        n, d = ps[0], ps[1] + (variant.value if variant.kind == "d_offset" else 0.0)
+        act = self.active
+        if not act.any():
+            return None
+        rows = int(n[act].max()) + 1
+        if rows > TABLE_MAX_ROWS or rows * self.width * 8 > TABLE_BYTES:
+            return None
+        if np.any((d[act] < 1) | (d[act] > n[act]) | (d[act] != np.round(d[act]))):
+            return None
+        tab = np.zeros((rows, self.width), np.uint64)
+        for j in np.flatnonzero(act):
+            t = threshold_table(int(n[j]), int(d[j]))
+            tab[: t.size, j] = t
+        with jax.enable_x64(True):
+            return self._put(tab)
 
     @staticmethod
     def device_bytes_per_level(lanes: int, chains: int) -> float:
@@ -279,8 +322,8 @@ class ChainDriver:
 
     def _call(self, obs, active, t0: int, m: int, observe: str, frames: int):
         G = self.per_device
-        group = group_width(G, self.levels, self.chains, observe, self.replacement)
-        block = block_length(group, self.replacement)
+        group = group_width(G, self.levels, self.chains, observe, self.integer)
+        block = block_length(group, self.integer)
         # a short chunk (a frame of a trajectory, a batch end) draws a short block, so a frame
         # of record_every = 1 draws one step, not 16: four sizes at most, so few compiles
         # (for frames: the span of all of them, and frames no longer than a block are recorded
@@ -291,9 +334,10 @@ class ChainDriver:
         inner = bool(frames) and m <= block and observe in ("sums", "seen") and self.variant.kind == "model"
         fn = _advance_fn(self.devices, tuple(np.ndim(o) for o in obs), self.replacement,
                          observe, block, group, frames, not self.replacement, self.variant,
-                         self.flow_replacement, inner)
+                         self.flow_replacement, inner, self.table is not None)
+        extra = () if self.table is None else (self.table,)
         with jax.enable_x64(True):
-            return fn(self.state, obs, self.params, active, jnp.int64(t0), jnp.int64(m))
+            return fn(self.state, obs, self.params, active, jnp.int64(t0), jnp.int64(m), *extra)
 
     # -- running
 
@@ -330,8 +374,8 @@ class ChainDriver:
                 # never past the last frame: the levels reached must be those of the run
                 m, nf = every, min(per, frames - len(out["frames"]))
             else:
-                g = group_width(self.per_device, self.levels, self.chains, observe, self.replacement)
-                m, nf = min(total - done, self.chunk_steps(block_length(g, self.replacement))), 0
+                g = group_width(self.per_device, self.levels, self.chains, observe, self.integer)
+                m, nf = min(total - done, self.chunk_steps(block_length(g, self.integer))), 0
             while True:
                 with jax.enable_x64(True):
                     if sums:

@@ -4,12 +4,14 @@ the near wrong models' swaps of it (:class:`EventMap`) and log g of sampling wit
 
 from __future__ import annotations
 
+import functools
 import math
 from fractions import Fraction
 from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from qlib import _rng
 
@@ -144,7 +146,90 @@ def departure_rank(w, n):
     return (((w >> 32) * n + (((w & jnp.uint64(_M32)) * n) >> 32)) >> 32).astype(jnp.int64)
 
 
-def _events(w_event, w_value, p: LaneParams, replacement: bool, variant: EventMap = MODEL) -> Events:
+# --------------------------------------------------------------------------- exact thresholds
+# Without replacement an arrival joins level i iff U < g(u_i) = C(u_i, d)/C(n, d), U = (w + 1/2)/2^64
+# for its value word w. For every count u that is w < T(u), with the integer
+#     T(u) = #{w in [0, 2^64): (2w + 1) C(n, d) < 2^65 C(u, d)} = min(ceil(2^65 C(u, d)/C(n, d)) // 2, 2^64),
+# non-decreasing in u, T(u) = 0 for u < d and T(n) = 2^64. So the levels an arrival passes are those with
+# u_i > x, x = max{u: T(u) <= w}, a prefix of the levels exactly as with replacement: the arrival's x
+# is computed with its draw (:func:`table_threshold`, vectorised over the block) and the step is the
+# step of sampling with replacement, with no float compare or lgamma in the sequential loop. T is exact
+# (Python integers), so the decisions are those of the exact law, word for word.
+
+#: Bytes of threshold tables (one column per lane, n_max + 1 rows) a driver may hold; above it, or with
+#: n_max + 1 > TABLE_MAX_ROWS, sampling without replacement falls back to the carried log g (float compare).
+TABLE_BYTES = 2**26
+TABLE_MAX_ROWS = 2**20
+
+
+@functools.cache
+def _threshold_table(n: int, d: int) -> np.ndarray:
+    num, den = 0, math.comb(n, d)
+    out = np.zeros(n + 1, np.uint64)
+    for u in range(d, n + 1):
+        num = 1 if u == d else num * u // (u - d)  # C(u, d) = C(u - 1, d) u / (u - d), exact
+        c = -(-(num << 65) // den)
+        out[u] = min(c // 2, 2**64 - 1)  # T(n) = 2^64 is stored as 2^64 - 1; u = n is masked in use
+    out.flags.writeable = False
+    return out
+
+
+def threshold_table(n: int, d: int) -> np.ndarray:
+    """T(u) for u = 0..n, uint64 (T(n) = 2^64 stored as 2^64 - 1): an arrival of value word w
+    passes a level of count u < n iff w < T(u), exactly (see above). Requires 1 <= d <= n."""
+    n, d = int(n), int(d)
+    if not 1 <= d <= n:
+        raise ValueError(f"d must be in [1, n] for a threshold table; got d = {d}, n = {n}")
+    return _threshold_table(n, d)
+
+
+def _threshold_guess(log_u, n, d):
+    """The integer b below (approximate inverse of g at U = exp(log_u)) - 1/2, in [d - 1, n - 1]:
+    C(u, d) ~ (v^d - k d v^(d-2))/d!, v = u - c, c = (d - 1)/2, k = (d^2 - 1)/24, so g(u) = U at
+    about v - k/v = (n - c - k/(n - c)) U^(1/d). Only a guess: :func:`table_threshold` checks it."""
+    nf = n.astype(jnp.float64)
+    c = 0.5 * (d - 1.0)
+    k = (d * d - 1.0) / 24.0
+    a = nf - c
+    y = (a - k / a) * jnp.exp(log_u / d)
+    v = 0.5 * (y + jnp.sqrt(y * y + 4.0 * k))
+    return jnp.clip(jnp.floor(c + v - 0.5), d - 1.0, nf - 1.0).astype(jnp.int64)
+
+
+def table_threshold(log_u, w, tab, n, d):
+    """x = max{u in [0, n]: u < n and T(u) <= w} for value words ``w`` (..., lanes) uint64 with
+    their ``log_u``, from the lanes' tables ``tab`` (rows, lanes) (:func:`threshold_table`,
+    column per lane): an arrival passes a level iff u_i > x. int64 in [d - 1, n - 1].
+
+    The guess b of :func:`_threshold_guess` settles x with three table entries when x is b or
+    b + 1 (T(b) <= w < T(b + 2)), which is checked; otherwise (not seen in 10^5 words at any point
+    tried, but not excluded) a bisection over [0, n] on the table gives it. Only the table
+    decides: the guess costs no exactness.
+    """
+    ni = n.astype(jnp.int64)
+
+    def le(u):  # [u < n and T(u) <= w]; T(u) for u < 0 is T(0) = 0
+        i = jnp.clip(u, 0, ni)
+        t = jnp.take_along_axis(tab, i.reshape((-1,) + i.shape[-1:]), axis=0).reshape(i.shape)
+        return (t <= w) & (u < ni)
+
+    b = _threshold_guess(log_u, n, d)
+    x = b + le(b + 1).astype(jnp.int64)
+    ok = le(b) & ~le(b + 2)
+
+    def bisect(x):
+        lo, hi = jnp.zeros_like(x), jnp.broadcast_to(ni, x.shape)  # le(0) holds, le(n) does not
+        for _ in range(max(1, int(tab.shape[0] - 1).bit_length())):
+            mid = (lo + hi) // 2
+            t = le(mid)
+            lo, hi = jnp.where(t, mid, lo), jnp.where(t, hi, mid)
+        return jnp.where(ok, x, lo)
+
+    return jax.lax.cond(jnp.all(ok), lambda x: x, bisect, x)
+
+
+def _events(w_event, w_value, p: LaneParams, replacement: bool, variant: EventMap = MODEL,
+            table=None) -> Events:
     """Events from the two words of a step (any leading shape, lanes last; params broadcast).
 
     ``variant`` swaps one piece of the map (docs/models.md#near-wrong-models): the departure
@@ -154,6 +239,10 @@ def _events(w_event, w_value, p: LaneParams, replacement: bool, variant: EventMa
     uniform independent of U); "d_offset" and "other_sampling" come in through ``p`` and
     ``replacement`` (see :func:`_local_advance`); "tie_longer" draws v = w_event / A here and acts
     in :func:`_fast_step`. The model's map ("model") is the code path of the plain step.
+
+    Without replacement, ``table`` (the lanes' :func:`threshold_table` columns, (rows, lanes)) gives
+    an arrival the integer x of the with-replacement events (:func:`table_threshold`): the events
+    then have ``log_u`` None and the step compares integers. Without it, ``log_u`` is kept.
     """
     arrival = w_event < p.arrival
     rank = departure_rank(w_value, p.n)
@@ -172,6 +261,9 @@ def _events(w_event, w_value, p: LaneParams, replacement: bool, variant: EventMa
             x = jnp.where(uniform_pick, departure_rank(w_value, p.n), x)
         x = jnp.where(arrival, x, rank)
         return Events(arrival, x.astype(jnp.uint32), None, v)
+    if table is not None:
+        x = jnp.where(arrival, table_threshold(log_u, w_value, table, p.n, p.d), rank)
+        return Events(arrival, x.astype(jnp.uint32), None, v)
     return Events(arrival, rank.astype(jnp.uint32), log_u, v)
 
 
@@ -183,7 +275,7 @@ def draw(rng, p: LaneParams, replacement: bool) -> tuple[Any, Events]:
 
 
 def draw_block(rng, p: LaneParams, steps: int, replacement: bool, active=None,
-               variant: EventMap = MODEL) -> Events:
+               variant: EventMap = MODEL, table=None) -> Events:
     """The events of the next ``steps`` steps of every lane at once: shape (steps, lanes).
 
     Identical, row by row, to ``steps`` calls of :func:`draw`; computed vectorised over
@@ -191,7 +283,7 @@ def draw_block(rng, p: LaneParams, steps: int, replacement: bool, active=None,
     """
     w = _rng.block_words(rng, 2 * steps)
     w = w.reshape((steps, 2) + w.shape[1:])
-    ev = _events(w[:, 0], w[:, 1], p, replacement, variant)
+    ev = _events(w[:, 0], w[:, 1], p, replacement, variant, table)
     if active is None:
         return ev
     x = jnp.where(active[None], ev.x, jnp.uint32(_NOOP))

@@ -188,7 +188,7 @@ def unroll_steps(group: int) -> int:
     return 4 if small_loops_in_one_kernel() and group <= 32 else 1
 
 
-def _local_advance(state: ChainState, obs, p: LaneParams, active, t0, m, *, replacement: bool,
+def _local_advance(state: ChainState, obs, p: LaneParams, active, t0, m, table=None, *, replacement: bool,
                    observe: str, block: int, group: int, frames: int, variant: EventMap = MODEL,
                    flow_replacement: bool = True, inner: bool = False):
     """Per device: advance every active lane ``frames`` x ``m`` steps (see :class:`ChainDriver`).
@@ -198,6 +198,11 @@ def _local_advance(state: ChainState, obs, p: LaneParams, active, t0, m, *, repl
     ``block`` steps its events are drawn at once, vectorised over (steps, lanes), then applied
     one step after another. Groups past the last active lane are skipped; with a meeting
     observer a group stops as soon as all its lanes have met.
+
+    ``table`` (without replacement; (rows, lanes) uint64, see
+    :func:`~qlib.supermarket.events.threshold_table`): the arrivals' integer thresholds come with
+    the draws and the step is the with-replacement step (integer compares); None: the carried
+    log g and its float compare.
     """
     W = state.rng.shape[0]
     p_model = _with_norm(p)  # the model's g (level-flow sums)
@@ -209,6 +214,7 @@ def _local_advance(state: ChainState, obs, p: LaneParams, active, t0, m, *, repl
     meeting = observe.startswith("meet")
     nblocks = (m + block - 1) // block
     unroll = unroll_steps(group)
+    integer = replacement or table is not None  # the step compares integers (ev.x)
 
     def run_group(j, carry):
         rng, u, ovf, obs = carry
@@ -216,18 +222,19 @@ def _local_advance(state: ChainState, obs, p: LaneParams, active, t0, m, *, repl
         sl = lambda x: _lane_slice(x, s, group)  # noqa: E731
         pg, ag = jax.tree.map(sl, p), sl(active)
         pm = jax.tree.map(sl, p_model)
+        tg = None if table is None else sl(table)
 
         def run_block(b, c):
             """Steps t0 + b*block + 1, ... of this group: drawn at once, applied in turn."""
             rg, ug, lg, og, obg = c
             k_len = jnp.minimum(block, m - b * block)
-            ev = draw_block(rg, pg, block, replacement, ag, variant)
+            ev = draw_block(rg, pg, block, replacement, ag, variant, tg)
             t_start = t0 + b * block
 
             def one(k, c):
                 ug, lg, og, obg = c
                 evk = jax.tree.map(lambda x: x[k], ev)
-                u_new, lg, top, busy = _step(ug, lg, evk, pg, replacement, variant)
+                u_new, lg, top, busy = _step(ug, lg, evk, pg, integer, variant)
                 return u_new, lg, og + top.astype(og.dtype), _observe(observe, obg, u_new, evk, busy,
                                                                       t_start + k + 1,
                                                                       ug, (pm, flow_replacement))
@@ -245,7 +252,7 @@ def _local_advance(state: ChainState, obs, p: LaneParams, active, t0, m, *, repl
         obs_g = jax.tree.map(sl, obs)
         if flowing:  # the current flow units of every level, carried through the group's steps
             obs_g = tuple(obs_g) + (flow_units(sl(u)[0], pm, flow_replacement),)
-        c = (sl(rng), sl(u), _initial_log_g(sl(u), pg, replacement), sl(ovf), obs_g)
+        c = (sl(rng), sl(u), _initial_log_g(sl(u), pg, integer), sl(ovf), obs_g)
         if meeting:  # stop once every active lane of the group has met
             def cond(bc):
                 b, c = bc
@@ -263,7 +270,7 @@ def _local_advance(state: ChainState, obs, p: LaneParams, active, t0, m, *, repl
 
     if frames and inner:  # frames of at most one block each: recorded inside the group's loop
         return _local_record(state, obs, p, active, t0, m, replacement=replacement, observe=observe,
-                             block=block, group=group, frames=frames, n_groups=n_groups)
+                             block=block, group=group, frames=frames, n_groups=n_groups, table=table)
 
     def run_frame(carry, _):
         carry = jax.lax.fori_loop(0, n_groups, run_group, carry)
@@ -280,7 +287,7 @@ def _local_advance(state: ChainState, obs, p: LaneParams, active, t0, m, *, repl
 
 
 def _local_record(state: ChainState, obs, p: LaneParams, active, t0, m, *, replacement: bool, observe: str,
-                  block: int, group: int, frames: int, n_groups):
+                  block: int, group: int, frames: int, n_groups, table=None):
     """:func:`_local_advance` that also records the counts after every ``m`` steps, ``frames``
     times. Each group draws blocks of whole frames at once (about ``block`` steps), runs each
     frame's ``m`` steps in the usual small step loop, and stores the counts into the frame
@@ -290,12 +297,14 @@ def _local_record(state: ChainState, obs, p: LaneParams, active, t0, m, *, repla
         raise ValueError("recording frames is for the 'sums' and 'seen' observers")
     C, L1, W = state.u.shape
     us0 = jnp.zeros((frames, C, L1, W), state.u.dtype)
+    integer = replacement or table is not None
 
     def run_group(j, carry):
         rng, u, ovf, obs, us = carry
         s = j * group
         sl = lambda x: _lane_slice(x, s, group)  # noqa: E731
         pg, ag = jax.tree.map(sl, p), sl(active)
+        tg = None if table is None else sl(table)
         fpb = jnp.maximum(1, block // m)  # whole frames per block of draws
         nblocks = (frames + fpb - 1) // fpb
 
@@ -303,7 +312,7 @@ def _local_record(state: ChainState, obs, p: LaneParams, active, t0, m, *, repla
             rg, ug, lg, og, obg, buf = c
             f0 = b * fpb
             nf = jnp.minimum(fpb, frames - f0)
-            ev = draw_block(rg, pg, block, replacement, ag)  # block >= m steps (see _call)
+            ev = draw_block(rg, pg, block, replacement, ag, table=tg)  # block >= m steps (see _call)
             t_start = t0 + f0 * m
 
             def frame(f, c):
@@ -313,7 +322,7 @@ def _local_record(state: ChainState, obs, p: LaneParams, active, t0, m, *, repla
                     ug, lg, og, obg = c
                     i = f * m + k
                     evk = jax.tree.map(lambda x: x[i], ev)
-                    ug, lg, top, busy = _step(ug, lg, evk, pg, replacement)
+                    ug, lg, top, busy = _step(ug, lg, evk, pg, integer)
                     return ug, lg, og + top.astype(og.dtype), _observe(observe, obg, ug, evk, busy,
                                                                        t_start + i + 1)
 
@@ -325,7 +334,7 @@ def _local_record(state: ChainState, obs, p: LaneParams, active, t0, m, *, repla
             return jnp.where(ag, _rng.advance(rg, 2 * nf * m), rg), ug, lg, og, obg, buf
 
         buf0 = jnp.zeros((frames, C, L1, group), u.dtype)
-        c = (sl(rng), sl(u), _initial_log_g(sl(u), pg, replacement), sl(ovf), jax.tree.map(sl, obs), buf0)
+        c = (sl(rng), sl(u), _initial_log_g(sl(u), pg, integer), sl(ovf), jax.tree.map(sl, obs), buf0)
         rg, ug, _, og, obg, buf = jax.lax.fori_loop(0, nblocks, run_frames, c)
         obs = jax.tree.map(lambda x, y: _lane_update(x, y, s), obs, obg)
         return (_lane_update(rng, rg, s), _lane_update(u, ug, s), _lane_update(ovf, og, s), obs,
