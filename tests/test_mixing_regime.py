@@ -135,8 +135,8 @@ def _predicted_result(T, T_half, *, ns=(3000, 10_000, 30_000, 100_000), k3=None)
         predicted_family=at(pts, T),
         predicted_family_half=at(pts, T_half),
         predicted_k3=at(k3_pts, T[:1] * 0 + np.array([[predicted_meeting_time(*k3_pts[0]).steps]])),
-        hyp_predicted_family=[mr.hypotheses(*p, **H) for p in pts],
-        hyp_predicted_k3=[mr.hypotheses(*p, **H) for p in k3_pts],
+        hyp_predicted_family=[regime.hypotheses(*p, **H) for p in pts],
+        hyp_predicted_k3=[regime.hypotheses(*p, **H) for p in k3_pts],
     )
 
 

@@ -245,7 +245,7 @@ def predicted_figure(result):
     band [0.75, 1.33]; JSQ(d/2) from the fresh family's samples and the same times against the
     prediction with tau = 1/(1-lam) sit off it. Right, R = T_meet / T_pred along the fresh family
     with its 95% CI."""
-    band = result.parameters["claims"]["ratio_band"]
+    band = (result.parameters["claims"]["ratio_low"], result.parameters["claims"]["ratio_high"])
     fig, (ax, bx) = plt.subplots(1, 2, figsize=(11.0, 4.4))
 
     def pred(m, law=None):

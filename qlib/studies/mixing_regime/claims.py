@@ -161,9 +161,9 @@ def _pred(m: RegimePoints, law=None) -> np.ndarray:
 
 
 def _ratio_judge(m: RegimePoints, T: np.ndarray, pred: np.ndarray, C: dict, *, exponent: bool):
-    """(verdict, text, value) of "every point's 95% CI of R = T/pred within ratio_band" and, with
+    """(verdict, text, value) of "every point's 95% CI of R = T/pred within [ratio_low, ratio_high]" and, with
     ``exponent``, "the CI of R's exponent in n within 0 +- ratio_exponent_tol"; unmet replicas FAIL."""
-    lo_b, hi_b = C["ratio_band"]
+    lo_b, hi_b = C["ratio_low"], C["ratio_high"]
     if not np.all(np.isfinite(T)):
         return "FAIL", _unmet(T), None
     est = stats.replica_mean(T / pred[:, None], axis=1)
@@ -372,8 +372,8 @@ CLAIMS: dict[str, ClaimSpec] = {
         "is k-1 = {k_minus_1}",
         criterion="two-sided: the 95% bootstrap CI of the exponent of T_meet (fluid point vs a certified "
         "stationary sample) in d within the exponent of T_pred = tau_fluid ln SD(N) in d at the design's "
-        "own points +- predicted_exponent_tol (PASS), disjoint (FAIL), else INCONCLUSIVE (issue 42; "
-        "before it: k - 1 +- {d_exponent_tol:g}, also shown); a finding while judged on the pilot data "
+        "own points +- predicted_exponent_tol (PASS), disjoint (FAIL), else INCONCLUSIVE (before T_pred: "
+        "k - 1 +- {d_exponent_tol:g}, also shown); a finding while judged on the pilot data "
         "that suggested T_pred, and unless every point is inside H0-H3 (c <= {c_max:g}, "
         "buffer/excursion >= sqrt({buffer_min:g})), meets the design ((1-lam) d^(k-1) <= {c_design:g}, "
         "(1-lam) d^k >= ln n + {log_margin:g}) and is certified",
@@ -395,14 +395,14 @@ CLAIMS: dict[str, ClaimSpec] = {
     "predicted_family": ClaimSpec(
         key="predicted_family",
         claim="the mixing time predicted: T_meet = tau_fluid ln SD(N) along family A (k = 2), fresh seeds",
-        criterion="every point's 95% CI of R = T_meet / T_pred within ratio_band, and the 95% bootstrap CI "
-        "of R's exponent in n within 0 +- ratio_exponent_tol (PASS); any part disjoint (FAIL); else "
-        "INCONCLUSIVE; a finding unless every point is inside H0-H3 and certified",
-        thresholds=(("ratio_band",), ("ratio_exponent_tol",)),
-        threshold="R in [{ratio_band[0]:g}, {ratio_band[1]:g}] (claims.ratio_band); |exponent| <= "
+        criterion="every point's 95% CI of R = T_meet / T_pred within [ratio_low, ratio_high], and the 95% "
+        "bootstrap CI of R's exponent in n within +- ratio_exponent_tol of zero (PASS); any part disjoint "
+        "(FAIL); else INCONCLUSIVE; a finding unless every point is inside H0-H3 and certified",
+        thresholds=(("ratio_low",), ("ratio_high",), ("ratio_exponent_tol",)),
+        threshold="R in [{ratio_low:g}, {ratio_high:g}] (claims.ratio_low, ratio_high); |exponent| <= "
         "{ratio_exponent_tol:g} (claims.ratio_exponent_tol)",
         wrong_models=("half_d",),
-        controls=("d_fixed", "scale_1/(1-lam)", "d-1", "d+1", "asymptotic_d^(k-1)"),
+        controls=("d_fixed", "scale_1/(1-lam)", "T_pred(d-1)", "T_pred(d+1)", "asymptotic_d^(k-1)"),
         rows=predicted_rows,
         reference=REF + "; T_pred: docs/models.md#mixing-time-predicted (issue 42)",
     ),
@@ -410,11 +410,12 @@ CLAIMS: dict[str, ClaimSpec] = {
         key="predicted_k3",
         claim="the mixing time predicted at k = 3 inside the regime: T_meet = tau_fluid ln SD(N), where "
         "tau_fluid grows as d^(k-1) = d^2",
-        criterion="every point's 95% CI of R = T_meet / T_pred within ratio_band (PASS); disjoint (FAIL); "
-        "else INCONCLUSIVE; a finding unless every point is inside H0-H3 and certified",
-        thresholds=(("ratio_band",),),
-        threshold="R in [{ratio_band[0]:g}, {ratio_band[1]:g}] (claims.ratio_band)",
-        controls=("k2_form", "d_fixed", "scale_1/(1-lam)", "d-1", "d+1", "asymptotic_d^(k-1)"),
+        criterion="every point's 95% CI of R = T_meet / T_pred within [ratio_low, ratio_high] (PASS); "
+        "disjoint (FAIL); else INCONCLUSIVE; a finding unless every point is inside H0-H3 and certified",
+        thresholds=(("ratio_low",), ("ratio_high",)),
+        threshold="R in [{ratio_low:g}, {ratio_high:g}] (claims.ratio_low, ratio_high)",
+        controls=("k2_form", "d_fixed", "scale_1/(1-lam)", "T_pred(d-1)", "T_pred(d+1)",
+                  "asymptotic_d^(k-1)"),
         rows=predicted_rows,
         reference=REF + "; T_pred: docs/models.md#mixing-time-predicted (issue 42)",
     ),

@@ -21,12 +21,14 @@ PointTuple = tuple[int, int, float]
 #: ``design``: the d-sweep's own stricter conditions (1-lam) d^(k-1) <= c_design and (1-lam) d^k >=
 #: ln n + log_margin (u_(k+1) absent), checked per point.
 #: Issue 42 (the mixing time predicted, T_pred = tau_fluid (ln SD(N) + C), C = 0; committed before
-#: the runs that judge them): ``ratio_band``: every point's 95% CI of R = T_meet / T_pred within it;
+#: the runs that judge them): ``ratio_low``, ``ratio_high``: every point's 95% CI of R = T_meet / T_pred
+#: within [ratio_low, ratio_high];
 #: ``ratio_exponent_tol``: the CI of R's exponent in n (the family) within 0 +- this;
 #: ``predicted_exponent_tol``: the d-sweep's exponent of T_meet in d within the exponent T_pred
 #: has at the design's own points +- this (in place of k - 1 +- d_exponent_tol).
 CLAIM_THRESHOLDS = dict(
-    ratio_band=(0.75, 1.33),
+    ratio_low=0.75,
+    ratio_high=1.33,
     ratio_exponent_tol=0.15,
     predicted_exponent_tol=0.15,
     d_exponent_tol=0.3,
