@@ -340,7 +340,7 @@ def _with_record(e, **changes):
     from qlib.results import store
 
     rec = {k: v for k, v in e.record().items() if k != "record_sha256"} | changes
-    e.json.write_text(store._record_text(rec | {"record_sha256": store._self_hash(rec)}))
+    e.json.write_text(store.record_text(rec | {"record_sha256": store.self_hash(rec)}))
 
 
 def test_the_check_tells_stale_code_from_another_environment(tiers, monkeypatch):
