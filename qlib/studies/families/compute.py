@@ -155,10 +155,13 @@ def long_cost(mode: str = "full") -> float:
                 total += per_tau * (P["replicas"] * (P["burn_taus"] + L["batches"] * P["batch_taus"])
                                     + sdp["replicas"] * (P["burn_taus"] + sdp["taus"]))
             if i == len(ns) - 1:
-                with cache.stored_only("long"):
-                    if not _wrong_models(mode, name, pt, True, progress=False)[0]:
-                        runs = len(W["models"]) * W["replicas"]
-                        total += per_tau * runs * (P["burn_taus"] + W["batch_taus"])
+                for wm in W["models"]:  # each entry results/long lacks
+                    try:
+                        with cache.stored_only("long"):
+                            _wrong_one(P, name, wm, pt, True, progress=False)
+                    except cache.NotStored:
+                        w = _wrong_run(P, name, wm, True)
+                        total += per_tau * w["replicas"] * (P["burn_taus"] + w["batches"] * w["batch_taus"])
     return total
 
 
@@ -191,19 +194,35 @@ def _family_points(mode: str, name: str, fam: dict, *, progress: bool) -> tuple:
     return pts, Estimates.concat(ests), CustomersSD.concat(sds), tuple(missing), records
 
 
+def _wrong_run(P: dict, name: str, wm: str, long: bool) -> dict:
+    """Wrong model ``wm``'s run at family ``name``'s largest n: replicas, batches, batch_taus and the
+    cache name's and seed's suffix ("" or "_decide": the long tier's ``decide`` runs, issue 41)."""
+    W = P["long"]["wrong"] if long else P["wrong"]
+    D = P["long"]["decide"].get(name, {}) if long else {}
+    if wm in D.get("models", ()):
+        return dict(replicas=D["replicas"], batches=D["batches"], batch_taus=D["batch_taus"], tag="_decide")
+    return dict(replicas=W["replicas"], batches=W["batches"], batch_taus=W["batch_taus"], tag="")
+
+
+def _wrong_one(P: dict, name: str, wm: str, top: PointTuple, long: bool, *, progress: bool) -> Estimates:
+    """Wrong model ``wm`` at family ``name``'s largest n ``top`` (cached)."""
+    w = _wrong_run(P, name, wm, long)
+    seed = named_seed(P["stream"], name, top[0], wm, *(["decide"] if w["tag"] else []))
+    return estimates(f"families_wrong_{name}_{wm.replace('*', 'x')}{w['tag']}", [point_of(wm, top)],
+                     replicas=w["replicas"], seeds=[seed], batches=w["batches"], burn_taus=P["burn_taus"],
+                     batch_taus=w["batch_taus"], taus_of=[top], replacement=not WRONG_MODELS[wm].flip,
+                     progress=progress)
+
+
 def _wrong_models(mode: str, name: str, top: PointTuple, long: bool, *, progress: bool) -> tuple[dict, list]:
     """The wrong models at the family's largest n (``long``: the long tier's, with its wrong-model
-    run lengths, read from results/long outside the long run): (model -> Estimates, records read);
-    ({}, []) if results/long lacks one."""
+    run lengths and its ``decide`` runs, read from results/long outside the long run): (model ->
+    Estimates, records read); ({}, []) if results/long lacks one."""
     P = PARAMETERS[mode]
     W = P["long"]["wrong"] if long else P["wrong"]
 
     def compute():
-        return {wm: estimates(f"families_wrong_{name}_{wm.replace('*', 'x')}", [point_of(wm, top)],
-                              replicas=W["replicas"], seeds=[named_seed(P["stream"], name, top[0], wm)],
-                              batches=W["batches"], burn_taus=P["burn_taus"], batch_taus=W["batch_taus"],
-                              taus_of=[top], replacement=not WRONG_MODELS[wm].flip, progress=progress)
-                for wm in W["models"]}
+        return {wm: _wrong_one(P, name, wm, top, long, progress=progress) for wm in W["models"]}
 
     out, read, _ = long_point(long and long_read_only(mode), compute, LONG_COMMAND)
     return ({}, []) if out is None else (out, read)

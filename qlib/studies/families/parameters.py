@@ -32,7 +32,8 @@ PARAMETERS: dict[str, dict[str, Any]] = {
     "smoke": {
         "families": {"A": dict(alpha=0.5, beta=0.4, ns=[300, 1_000]),
                      "D": dict(alpha=0.75, beta=0.5, ns=[300]), "K3": dict(alpha=0.8, beta=0.35, ns=[300])},
-        "long": dict(ns={}, batches=1, wrong=dict(replicas=2, batches=1, batch_taus=10.0, models=["jsq2"])),
+        "long": dict(ns={}, batches=1, wrong=dict(replicas=2, batches=1, batch_taus=10.0, models=["jsq2"]),
+                     decide={}),
         "replicas": 4, "burn_taus": 20.0, "batch_taus": 10.0, "batches": 1,
         "sd": dict(replicas=2, taus=2.0, samples=50),
         "wrong": dict(replicas=2, batches=1, batch_taus=10.0, models=["jsq2", "d-1"]),
@@ -52,7 +53,13 @@ PARAMETERS: dict[str, dict[str, Any]] = {
         # and were not told apart at n = 1e4; their evidence is the level-flow identity rows.
         "long": dict(ns={"A": [30_000, 100_000], "B": [30_000, 100_000], "C": [30_000, 100_000]},
                      batches=2,
-                     wrong=dict(replicas=2, batches=1, batch_taus=10.0, models=["jsq2", "half_d"])),
+                     wrong=dict(replicas=2, batches=1, batch_taus=10.0, models=["jsq2", "half_d"]),
+                     # issue 41, row 12 (fixed before its run): family C's JSQ(d/2) at 1e5 ran 2 replicas x
+                     # 10 tau above, a CI (0 to 1 for P(max = k)) that cannot fail its rows. It runs again,
+                     # 8 replicas x 30 tau after the burn-in (~2.1e10 replica-steps), under its own cache
+                     # name and seed (families_wrong_C_half_d_decide), so the entries above stay as
+                     # stored; C's rows judge JSQ(d/2) from it (A and B keep theirs).
+                     decide={"C": dict(replicas=8, batches=1, batch_taus=30.0, models=["half_d"])}),
         "replicas": 8, "burn_taus": 20.0, "batch_taus": 20.0, "batches": 1,
         "sd": dict(replicas=4, taus=10.0, samples=400),
         "wrong": dict(replicas=4, batches=1, batch_taus=10.0,
