@@ -89,8 +89,9 @@ def _wrong_rows(f: Family, judge: Callable[[Estimates, int], tuple[str, str, flo
         v, text, se = judge(e, 0)
         # a wrong model is rejected only when the criterion FAILs on it: an INCONCLUSIVE one is not
         # told apart (so it counts as passing: conservative for soundness and resolution)
-        cfs.append(Counterfactual(f"{label} (d = {int(e.d[0])}) at n = {int(e.n[0])}, same steps, "
-                                  f"{int(e.replicas[0])} replicas", f"{text} [{v}]", v != "FAIL",
+        cfs.append(Counterfactual(f"{label} (d = {int(e.d[0])}) at n = {int(e.n[0])}, "
+                                  f"{int(e.replicas[0])} replicas x {float(e.taus[0]):.0f} tau",
+                                  f"{text} [{v}]", v != "FAIL",
                                   near=not far, se_distance=se))
     return tuple(cfs)
 
