@@ -1,7 +1,7 @@
 # make lint     — ruff over qlib, tests and benchmarks (make test runs it first).
 # make test     — set up (a .venv unless an environment is active), lint and run the test-suite,
-#                 which executes every notebook in smoke mode (about 5.2 min from a fresh clone on
-#                 a 2-core machine, setup included; largest process under 3 GB: README, Tests).
+#                 which executes every notebook in smoke mode (about 8.4 min from a fresh clone on
+#                 a 2-core machine, setup included; largest process 4.0 GB, 2026-12-06: docs/testing.md).
 # make test-quick — the same without the slow tests (notebook execution): the quick local loop.
 # make validate — the heavy validations (exact n = 10, long simulations against published
 #                 numbers): pytest -m validation.
