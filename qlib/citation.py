@@ -40,17 +40,18 @@ PAPERS = [
      "year": "2007", "eprint": "0706.0560", "archivePrefix": "arXiv"},
 ]
 
-_SOFTWARE_FIELDS = ("author", "title", "version", "year", "license", "note")
-
-
-def _entry(fields: dict, order) -> str:
-    body = ",\n".join(f"  {k:<13} = {{{fields[k]}}}" for k in order if k in fields)
-    return f"@{fields['type']}{{{fields['key']},\n{body}}}"
+def _entry(fields: dict) -> str:
+    """One bibtex entry, compact: author and title on lines of their own, the rest on one line
+    (and the software's note on its own: it is long)."""
+    rest = [k for k in ("journal", "year", "doi", "eprint", "archivePrefix", "version", "license")
+            if k in fields]
+    lines = [f"  author = {{{fields['author']}}}", f"  title  = {{{fields['title']}}}",
+             "  " + ", ".join(f"{k} = {{{fields[k]}}}" for k in rest)]
+    if "note" in fields:
+        lines.append(f"  note   = {{{fields['note']}}}")
+    return f"@{fields['type']}{{{fields['key']},\n" + ",\n".join(lines) + "}"
 
 
 def bibtex() -> str:
-    """The bibtex of the software and of the papers, software first, one blank line apart."""
-    entries = [_entry(SOFTWARE, _SOFTWARE_FIELDS)]
-    entries += [_entry(p, ("author", "title", "journal", "year", "doi", "eprint", "archivePrefix"))
-                for p in PAPERS]
-    return "\n\n".join(entries) + "\n"
+    """The bibtex of the software and of the papers, software first, one entry after another."""
+    return "\n".join(_entry(e) for e in [SOFTWARE, *PAPERS]) + "\n"
