@@ -25,11 +25,7 @@ from pathlib import Path
 from queue import Empty
 from time import monotonic
 
-import jupytext
-import nbformat
 from IPython.display import Markdown
-from nbclient import NotebookClient
-from traitlets.config import Config
 
 from qlib._progress import progress_bar
 from qlib._xla import flags as xla_flags
@@ -80,8 +76,16 @@ def what_we_found(rows) -> Markdown:
     return Markdown("\n".join(lines))
 
 
+# jupytext, nbformat and nbclient are imported where a notebook is read or run, not with this
+# module: every notebook's first cell imports it for claims_table and what_we_found, and nbformat's
+# jsonschema (building its rfc3987 grammar) was most of that cell's import time (issue 49, item 6)
+
+
 def read(path: str | os.PathLike):
     """A notebook (nbformat node) from its .md source or an .ipynb, with fixed cell ids."""
+    import jupytext
+    import nbformat
+
     path = Path(path)
     nb = jupytext.read(path) if path.suffix == ".md" else nbformat.read(path, as_version=4)
     for i, cell in enumerate(nb.cells):
@@ -213,6 +217,10 @@ def execute(path: str | os.PathLike, *, smoke: bool, output: str | os.PathLike |
 
 
 def _execute(path: Path, nb, *, smoke, output, timeout, progress, extra_env, sockets: str):
+    import jupytext
+    from nbclient import NotebookClient
+    from traitlets.config import Config
+
     bar = progress_bar(sum(c.cell_type == "code" for c in nb.cells), show=progress, desc=path.name,
                        unit="cell")
     cfg = Config()
