@@ -36,14 +36,14 @@ def reproduce(quick: bool, markdown: str | None = None, json_path: str | None = 
               update_readme: bool = False) -> int:
     # qlib's modules only once a command runs, after main()'s configure_xla() (XLA reads its
     # flags when JAX starts; the studies, results and claims import JAX)
-    from qlib import claims, claims_table
+    from qlib import claims, claims_table, runner
 
     for path in (markdown, json_path):
         if path:
             _check_writable_file(path)
     enable_compilation_cache()
     t0 = time.perf_counter()
-    rows = claims.collect("smoke" if quick else "full",
+    rows = runner.collect("smoke" if quick else "full",
                           progress=lambda title: print(f"[qlib] checking {title} ...", flush=True))
     print(claims_table.to_text(rows))
     print(f"[qlib] {time.perf_counter() - t0:.0f} s ({'quick' if quick else 'full'} mode)")
@@ -162,7 +162,7 @@ def main(argv: list[str] | None = None) -> int:
         if a.cmd == "reproduce":
             return reproduce(a.quick, a.markdown, a.json)
         if a.cmd in ("results-long", "results"):
-            from qlib.results.long import cli  # after configure_xla(), as in reproduce()
+            from qlib.runner.long import cli  # after configure_xla(), as in reproduce()
 
             return cli(a)
         from qlib import results  # make figures recomputes results/default and compares (docs/running.md)

@@ -20,7 +20,7 @@ A study longer than about 500 lines is a package by role (``compute``, ``claims`
 ``parameters`` where they are long) whose ``__init__`` re-exports its public names
 (CONTRIBUTING.md).
 
-The studies are listed in :data:`qlib.claims.STUDIES`.
+The studies are listed in :data:`qlib.runner.STUDIES`, which runs them; nothing here imports it.
 """
 
 from __future__ import annotations
