@@ -40,7 +40,7 @@ from typing import Any
 
 import numpy as np
 
-from qlib.config import cache_dir
+from qlib.config import cache_dir, current
 from qlib.results.freshness import lookup
 from qlib.results.recorder import recording
 from qlib.results.store import atomic_write, code_versions, entry, git_commit, run_id, write_tier
@@ -63,7 +63,7 @@ def key(name: str, params: Mapping, seed: int) -> str:
 
 def _refresh(refresh: bool | None) -> bool:
     if refresh is None:
-        return os.environ.get("QLIB_REFRESH", "").strip().lower() in {"1", "true", "yes"}
+        return current().refresh
     return refresh
 
 

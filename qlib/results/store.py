@@ -1,6 +1,7 @@
 """Where stored entries live, how their files are hashed and written, and their record.
 
-The constants and environment variables of :mod:`qlib.results`, the :class:`Entry` of a tier,
+The constants of :mod:`qlib.results` and the names of the environment variables that carry its
+part of the run's configuration (:class:`qlib.config.RunConfig` reads them), the :class:`Entry` of a tier,
 deterministic .npz bytes and atomic writes, and :func:`make_record` (the provenance of an entry).
 """
 
@@ -25,7 +26,7 @@ import jax
 import numpy as np
 
 import qlib
-from qlib.config import ROOT
+from qlib.config import ROOT, RunConfig, current
 from qlib.results.environment import lock_hash
 from qlib.supermarket import chain
 
@@ -34,13 +35,13 @@ TIERS = ("default", "long")
 FLOAT_RTOL = 1e-12
 #: Steps of replica 0 recomputed by a checkpoint (a second or two, compile included).
 CHECKPOINT_STEPS = 2**16
-RESULTS_DIR_ENV = "QLIB_RESULTS_DIR"  # the results folder ("off": none is read or written)
-WRITE_ENV = "QLIB_RESULTS_WRITE"  # the tier a run writes: "default" (make figures) or "long"
-RUN_ENV = "QLIB_RESULTS_RUN"  # the id of that run: an entry computed in it is not computed again
-LOG_ENV = "QLIB_RESULTS_LOG"  # JSON lines: one comparison per written entry
-COMMAND_ENV = "QLIB_RESULTS_COMMAND"  # the command that recomputes the tier, for the record
+RESULTS_DIR_ENV = RunConfig.ENV["results_dir"]  # the results folder ("off": none is read or written)
+WRITE_ENV = RunConfig.ENV["write_tier"]  # the tier a run writes: "default" (make figures) or "long"
+RUN_ENV = RunConfig.ENV["run_id"]  # the id of that run: an entry computed in it is not computed again
+LOG_ENV = RunConfig.ENV["log"]  # JSON lines: one comparison per written entry
+COMMAND_ENV = RunConfig.ENV["command"]  # the command that recomputes the tier, for the record
 LONG_COMMAND = "make results-long"
-STUDY_ENV = "QLIB_RESULTS_STUDY"  # the study a results-long job is running (for its record)
+STUDY_ENV = RunConfig.ENV["study"]  # the study a results-long job is running (for its record)
 
 
 class ResultsWarning(UserWarning):
@@ -52,7 +53,7 @@ class ResultsWarning(UserWarning):
 
 def root() -> Path | None:
     """The results folder: ``$QLIB_RESULTS_DIR`` or ``results/`` at the repository root (None if "off")."""
-    raw = os.environ.get(RESULTS_DIR_ENV, "").strip()
+    raw = current().results_dir
     if raw.lower() in {"off", "none", "0"}:
         return None
     return Path(raw) if raw else ROOT / "results"
@@ -67,14 +68,14 @@ def tier_dir(tier: str) -> Path | None:
 
 def write_tier() -> str | None:
     """The tier this process writes (set by ``figures`` / ``results-long``), or None."""
-    t = os.environ.get(WRITE_ENV, "").strip()
+    t = current().write_tier
     if t and t not in TIERS:
         raise ValueError(f"{WRITE_ENV} must be one of {TIERS}; got {t!r}")
     return t or None
 
 
 def run_id() -> str | None:
-    return os.environ.get(RUN_ENV) or None
+    return current().run_id
 
 
 def entry_key(name: str, params: Mapping, seed: Any) -> str:
@@ -229,7 +230,7 @@ def versions() -> dict:
 
 
 def command() -> str:
-    return os.environ.get(COMMAND_ENV) or " ".join(
+    return current().command or " ".join(
         ["python"] + [os.path.basename(sys.argv[0])] + sys.argv[1:]
     )
 
@@ -255,7 +256,7 @@ def make_record(
         "wall_s": round(float(provenance.get("wall_s", 0.0)), 3),
         "cpu_s": round(float(provenance.get("cpu_s", 0.0)), 3),
         "computed_together": int(provenance.get("computed_together", 1)),
-        "study": os.environ.get(STUDY_ENV) or provenance.get("study"),
+        "study": current().study or provenance.get("study"),
         "replicas": max((c["replicas"] for c in sims), default=0),
         "steps": int(sum(c["steps"] + c["burn_in"] for c in sims)),
         "replica_steps": int(sum((c["steps"] + c["burn_in"]) * c["replicas"] for c in sims)),

@@ -11,20 +11,18 @@ import json
 import os
 import zipfile
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from qlib.config import current, using
 from qlib.results.freshness import read, stale_reasons, status
 from qlib.results.store import (
-    COMMAND_ENV,
     FLOAT_RTOL,
-    LOG_ENV,
     LONG_COMMAND,
-    RUN_ENV,
     TIERS,
-    WRITE_ENV,
     array_hash,
     atomic_bytes,
     entries,
@@ -116,7 +114,7 @@ def commit(
     on_stored = _ON_STORED.get()
     if on_stored is not None and outcome in ("new", "mismatch"):
         on_stored(rec)
-    log = os.environ.get(LOG_ENV)
+    log = current().log
     if log:
         line = json.dumps(
             {
@@ -259,21 +257,15 @@ def writing(tier: str, command_line: str, *, prune_after: bool = False, out=prin
 
     fd, log = tempfile.mkstemp(prefix="qlib-results-", suffix=".jsonl")
     os.close(fd)
-    env = {WRITE_ENV: tier, RUN_ENV: uuid.uuid4().hex, LOG_ENV: log, COMMAND_ENV: command_line}
-    old = {k: os.environ.get(k) for k in env}
-    os.environ.update(env)
+    config = replace(current(), write_tier=tier, run_id=uuid.uuid4().hex, log=log, command=command_line)
     token = _ON_STORED.set(on_stored)
     completed = False
     try:
-        yield log
+        with using(config):
+            yield log
         completed = True
     finally:
         _ON_STORED.reset(token)
-        for k, v in old.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
         entries_log = read_log(log)
         text, _ = report(entries_log)
         out(text)

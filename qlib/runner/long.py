@@ -6,17 +6,17 @@ It runs the studies, so it lives in the runner, above them (it was ``qlib.result
 
 from __future__ import annotations
 
-import os
 import sys
 import time
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from types import ModuleType
 from typing import Any
 
-from qlib.config import SCALE_ENV
+from qlib.config import child_environ, current, using
 from qlib.results.checkpoints import verify
 from qlib.results.freshness import stale_reasons
-from qlib.results.store import STUDY_ENV, TIERS, entries
+from qlib.results.store import TIERS, entries
 from qlib.results.tier import primary_process, summary, writing
 from qlib.runner.registry import STUDIES
 
@@ -92,20 +92,18 @@ def run_long(jobs: Sequence[tuple[str, Any]], *, scale: float, mode: str = "full
     time, atomically; a rerun skips every point the tiers already hold fresh), printing one
     progress line per stored entry. ``jobs``: (title, study module or callable)."""
     modules = [m for _, m in jobs if isinstance(m, ModuleType)]
-    os.environ[SCALE_ENV] = repr(float(scale))
+    config = replace(current(), scale=repr(float(scale)))
     line = f"python -m qlib results-long --scale {scale:g}" + (f" ({mode} mode)" if mode != "full" else "")
     progress = _Progress(estimate_work(modules, scale), out=out)
-    try:
-        with writing("long", line, out=out, on_stored=progress.update):
-            for title, job in jobs:
-                out(f"[qlib] results-long: {title}", flush=True)
-                os.environ[STUDY_ENV] = job.__name__ if isinstance(job, ModuleType) else title
+    with using(config), writing("long", line, out=out, on_stored=progress.update):
+        for title, job in jobs:
+            out(f"[qlib] results-long: {title}", flush=True)
+            # the study's name goes in each record it stores
+            with using(replace(current(), study=job.__name__ if isinstance(job, ModuleType) else title)):
                 if isinstance(job, ModuleType):
                     job.run(mode, progress=False)
                 else:
                     job()
-    finally:
-        os.environ.pop(STUDY_ENV, None)
 
 
 # --------------------------------------------------------------------------- command line
@@ -121,12 +119,9 @@ def _spawn_processes(argv: Sequence[str], processes: int) -> int:
         port = s.getsockname()[1]
     procs = []
     for i in range(processes):
-        env = dict(
-            os.environ,
-            JAX_COORDINATOR_ADDRESS=f"127.0.0.1:{port}",
-            QLIB_NUM_PROCESSES=str(processes),
-            QLIB_PROCESS_ID=str(i),
-        )
+        # each process reads its place in the job from its environment (qlib.config.RunConfig)
+        env = dict(child_environ(replace(current(), num_processes=str(processes), process_id=str(i))),
+                   JAX_COORDINATOR_ADDRESS=f"127.0.0.1:{port}")
         procs.append(
             subprocess.Popen(
                 [sys.executable, "-m", "qlib.distributed", *argv],
@@ -158,7 +153,7 @@ def cli(a) -> int:
         return 0
     if a.processes < 1:
         raise ValueError(f"--processes must be an integer >= 1; got {a.processes}")
-    if a.processes > 1 and not os.environ.get("QLIB_NUM_PROCESSES"):
+    if a.processes > 1 and not current().num_processes:
         argv = (
             ["results-long", "--scale", repr(a.scale or 1.0)]
             + (["--only", *a.only] if a.only else [])
