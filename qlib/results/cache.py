@@ -1,9 +1,13 @@
 """Cache for sweep results: ``NAME-HASH.npz`` beside ``NAME-HASH.json``.
 
 The JSON records the parameters, the seed, the versions of qlib, jax and numpy and the git
-commit, so a cached number can always be traced to what produced it. The hash covers the name,
-the parameters, the seed and the versions. A rerun reuses the cache unless ``refresh=True`` or
-``QLIB_REFRESH=1``.
+commit, so a cached number can always be traced to what produced it. The key (the HASH) is the
+stored results' (:func:`qlib.results.store.entry_key`): it covers the name, the parameters and the
+seed, so a point has one file name in the local cache, ``results/default/`` and ``results/long/``;
+the versions are in the record, and an entry whose versions are not the running code's is not
+used (it is recomputed and rewritten, silently, as a new key was before). Entries written before
+issue 50 under the old local key (which also hashed the versions, :func:`legacy_key`) are still
+read. A rerun reuses the cache unless ``refresh=True`` or ``QLIB_REFRESH=1``.
 
 Crash safety: each file is written to a temporary file in the same folder and renamed over
 the entry (``os.replace`` is atomic), the ``.npz`` first and the ``.json`` last, so an entry
@@ -43,7 +47,7 @@ import numpy as np
 from qlib.config import cache_dir, current
 from qlib.results.freshness import lookup
 from qlib.results.recorder import recording
-from qlib.results.store import atomic_write, code_versions, entry, git_commit, run_id, write_tier
+from qlib.results.store import atomic_write, code_versions, entry, entry_key, git_commit, run_id, write_tier
 from qlib.results.tier import commit
 
 
@@ -57,6 +61,13 @@ def _record(name: str, params: Mapping, seed: int) -> dict:
 
 
 def key(name: str, params: Mapping, seed: int) -> str:
+    """NAME-HASH of (name, params, seed): the file stem of the point, here and in the stored tiers."""
+    return entry_key(name, params, seed)
+
+
+def legacy_key(name: str, params: Mapping, seed: int) -> str:
+    """NAME-HASH of (name, params, seed, the code versions): the local cache's key before issue 50,
+    still read (never written) so that a local cache filled then is not recomputed."""
     blob = json.dumps(_record(name, params, seed), sort_keys=True)
     return f"{name}-{hashlib.sha256(blob.encode()).hexdigest()[:16]}"
 
@@ -83,6 +94,9 @@ def _load(stem: Path, record: dict, run: str | None = None) -> dict[str, np.ndar
         m = json.loads(meta.read_text())
         if run is not None and m.get("run") != run:
             return None
+        if m.get("versions") != record["versions"] and all(m.get(k) == v for k, v in record.items()
+                                                          if k != "versions"):
+            return None  # computed by other code: recomputed and rewritten, as under a key of its own
         if {k: m.get(k) for k in record} != record:
             raise ValueError("its record (parameters, seed, versions) does not match")
         with np.load(npz) as f:
@@ -185,6 +199,8 @@ def _cached_points(name, params, seeds, compute, *, group, refresh, study):
         else:
             if not refresh:
                 out[j] = _load(stem, rec)
+            if out[j] is None and not refresh:  # a local entry under the key before issue 50
+                out[j] = _load(cache_dir() / legacy_key(name, params[j], seeds[j]), rec)
             if out[j] is None and not refresh:
                 out[j] = lookup(name, params[j], seeds[j])
     missing = [j for j, o in enumerate(out) if o is None]
