@@ -18,6 +18,7 @@ from qlib.results.checkpoints import verify
 from qlib.results.freshness import stale_reasons
 from qlib.results.store import TIERS, entries
 from qlib.results.tier import primary_process, summary, writing
+from qlib.runner.compute import run
 from qlib.runner.registry import STUDIES
 
 
@@ -88,7 +89,7 @@ def estimate_work(modules: Sequence[ModuleType], scale: float) -> float:
 
 
 def run_long(jobs: Sequence[tuple[str, Any]], *, scale: float, mode: str = "full", out=print) -> None:
-    """Run each study's ``run(mode)`` with the long tier written (entries stored one point at a
+    """Run each study (:func:`qlib.runner.run`) with the long tier written (entries stored one point at a
     time, atomically; a rerun skips every point the tiers already hold fresh), printing one
     progress line per stored entry. ``jobs``: (title, study module or callable)."""
     modules = [m for _, m in jobs if isinstance(m, ModuleType)]
@@ -101,7 +102,7 @@ def run_long(jobs: Sequence[tuple[str, Any]], *, scale: float, mode: str = "full
             # the study's name goes in each record it stores
             with using(replace(current(), study=job.__name__ if isinstance(job, ModuleType) else title)):
                 if isinstance(job, ModuleType):
-                    job.run(mode, progress=False)
+                    run(job, mode, progress=False)
                 else:
                     job()
 

@@ -10,6 +10,7 @@ from collections.abc import Callable, Iterable
 from types import ModuleType
 
 from qlib.claims import ClaimRow, with_source
+from qlib.runner.compute import run
 from qlib.studies import (
     families,
     fluctuations,
@@ -52,7 +53,8 @@ def study_named(name: str) -> ModuleType:
 
 def collect(mode: str = "full", only: Iterable[str] | None = None,
             progress: Callable[[str], None] | None = None) -> list[ClaimRow]:
-    """Run every study (``run(mode)`` then ``claim_rows``) and return the rows, in table order.
+    """Run every study (:func:`qlib.runner.run` then its ``claim_rows``) and return the rows, in table
+    order.
 
     Args:
         mode: "full" or "smoke".
@@ -68,6 +70,6 @@ def collect(mode: str = "full", only: Iterable[str] | None = None,
             continue
         if progress:
             progress(title)
-        result = study.run(mode, progress=False)
+        result = run(study, mode, progress=False)
         rows.extend(with_source(r, title) for r in study.claim_rows(result))
     return rows
