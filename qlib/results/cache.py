@@ -177,32 +177,11 @@ def cached_points(name: str, params: Sequence[Mapping], seeds: Sequence[int],
 def _cached_points(name, params, seeds, compute, *, group, refresh, study):
     if len(params) != len(seeds):
         raise ValueError(f"params and seeds must have the same length; got {len(params)} and {len(seeds)}")
-    only = _STORED_ONLY.get()
-    if only is not None:
-        tier_only, read = only
-        got = [lookup(name, p, s, tiers=(tier_only,)) for p, s in zip(params, seeds)]
-        lacking = [(name, p, s) for p, s, g in zip(params, seeds, got) if g is None]
-        if lacking:
-            raise NotStored(tier_only, lacking)
-        read.extend(entry(tier_only, name, p, s).record() for p, s in zip(params, seeds))
-        return got  # type: ignore[return-value]
-    records = [_record(name, p, s) for p, s in zip(params, seeds)]
-    stems = [cache_dir() / key(name, p, s) for p, s in zip(params, seeds)]
-    tier, run = write_tier(), run_id()
-    refresh = _refresh(refresh)
-    out: list[dict[str, np.ndarray] | None] = [None] * len(params)
-    for j, (stem, rec) in enumerate(zip(stems, records)):
-        if tier == "default":  # make figures: every entry computed (once in this run) and compared
-            out[j] = _load(stem, rec, run=run) if run else None
-        elif tier == "long":  # results-long: what a tier holds fresh is done (resumable per point)
-            out[j] = None if refresh else lookup(name, params[j], seeds[j])
-        else:
-            if not refresh:
-                out[j] = _load(stem, rec)
-            if out[j] is None and not refresh:  # a local entry under the key before issue 50
-                out[j] = _load(cache_dir() / legacy_key(name, params[j], seeds[j]), rec)
-            if out[j] is None and not refresh:
-                out[j] = lookup(name, params[j], seeds[j])
+    if _STORED_ONLY.get() is not None:
+        return _stored_only(name, params, seeds)
+    tier, refresh = write_tier(), _refresh(refresh)
+    out: list[dict[str, np.ndarray] | None] = [_read(name, p, s, tier, refresh)
+                                                for p, s in zip(params, seeds)]
     missing = [j for j, o in enumerate(out) if o is None]
     if tier == "long":
         group = 1  # a long run stores (and resumes) point by point
@@ -212,14 +191,81 @@ def _cached_points(name, params, seeds, compute, *, group, refresh, study):
             got = list(compute(idx))
         if len(got) != len(idx):
             raise ValueError(f"compute returned {len(got)} results for {len(idx)} points")
-        arrays = [{k: np.asarray(v) for k, v in res.items()} for res in got]
-        for j, a in zip(idx, arrays):
-            _store(stems[j], records[j], a, run=run if tier else None)
-            out[j] = a
-        if tier:
-            for j, prov in zip(idx, rec.provenance([seeds[j] for j in idx])):
-                commit(tier, name, params[j], seeds[j], out[j], prov | {"study": study})
+        provenance = rec.provenance([seeds[j] for j in idx]) if tier else [None] * len(idx)
+        for j, res, prov in zip(idx, got, provenance):
+            out[j] = keep(name, params[j], seeds[j], res, prov, study=study)
     return out  # type: ignore[return-value]
+
+
+def _stored_only(name: str, params: Sequence[Mapping], seeds: Sequence[int]) -> list[dict[str, np.ndarray]]:
+    """Inside :func:`stored_only`: the tier's fresh entries of every point, or :class:`NotStored`
+    naming every point it lacks."""
+    tier_only, read = _STORED_ONLY.get()
+    got = [lookup(name, p, s, tiers=(tier_only,)) for p, s in zip(params, seeds)]
+    lacking = [(name, p, s) for p, s, g in zip(params, seeds, got) if g is None]
+    if lacking:
+        raise NotStored(tier_only, lacking)
+    read.extend(entry(tier_only, name, p, s).record() for p, s in zip(params, seeds))
+    return got  # type: ignore[return-value]
+
+
+def _read(name: str, params: Mapping, seed: int, tier: str | None,
+          refresh: bool) -> dict[str, np.ndarray] | None:
+    """The arrays of a point where a run may use them, else None (see the module docstring)."""
+    stem, rec = cache_dir() / key(name, params, seed), _record(name, params, seed)
+    if tier == "default":  # make figures: every entry computed (once in this run) and compared
+        run = run_id()
+        return _load(stem, rec, run=run) if run else None
+    if tier == "long":  # results-long: what a tier holds fresh is done (resumable per point)
+        return None if refresh else lookup(name, params, seed)
+    if refresh:
+        return None
+    got = _load(stem, rec)
+    if got is None:  # a local entry under the key before issue 50
+        got = _load(cache_dir() / legacy_key(name, params, seed), rec)
+    return got if got is not None else lookup(name, params, seed)
+
+
+def look_up(name: str, params: Mapping, seed: int, *,
+            refresh: bool | None = None) -> dict[str, np.ndarray] | None:
+    """The read half of :func:`cached`: a point's arrays from the local cache or the stored results,
+    as the run in progress may use them (a run that writes a tier recomputes what it must), or None
+    where it must be measured. Inside :func:`stored_only`, the tier's fresh entry or
+    :class:`NotStored`.
+
+    Args:
+        name, params, seed: the point's key.
+        refresh: recompute even what the caches hold (default ``QLIB_REFRESH``).
+
+    Returns:
+        The arrays, or None.
+    """
+    if _STORED_ONLY.get() is not None:
+        return _stored_only(name, [params], [seed])[0]
+    return _read(name, params, seed, write_tier(), _refresh(refresh))
+
+
+def keep(name: str, params: Mapping, seed: int, arrays: Mapping[str, Any], provenance: Mapping | None = None,
+         *, study: str | None = None) -> dict[str, np.ndarray]:
+    """The write half of :func:`cached`: store a measured point in the local cache and, while a run
+    writes a tier, compare it with the stored entry and write it there with its record.
+
+    Args:
+        name, params, seed: the point's key.
+        arrays: what was measured (name -> array).
+        provenance: what :func:`qlib.results.recorder.recording` saw while it was measured (needed
+            while a tier is written).
+        study: the module that measured it, for the record.
+
+    Returns:
+        The arrays, as numpy arrays.
+    """
+    tier, run = write_tier(), run_id()
+    a = {k: np.asarray(v) for k, v in arrays.items()}
+    _store(cache_dir() / key(name, params, seed), _record(name, params, seed), a, run=run if tier else None)
+    if tier:
+        commit(tier, name, params, seed, a, dict(provenance or {}) | {"study": study})
+    return a
 
 
 def check_writable(path: str | os.PathLike, what: str) -> Path:
