@@ -117,6 +117,7 @@ def main(argv=None) -> int:
     ap.add_argument("--mode", default="full", choices=("full", "smoke"),
                     help="full (default mode: read from the stored results) or smoke (with "
                          "QLIB_RESULTS_DIR=off and an empty QLIB_CACHE: computed, down to the kernel)")
+    ap.add_argument("--study", default="max_length", help="the study traced (a module of qlib.studies)")
     ap.add_argument("--code", help="a folder holding another checkout's qlib/ to trace instead of this one")
     a = ap.parse_args(argv)
     if a.code:
@@ -125,12 +126,20 @@ def main(argv=None) -> int:
     from qlib import configure_xla
 
     configure_xla()
-    from qlib.studies import max_length  # imported before the hook: only the run is traced
+    import importlib
 
-    print(f"[trace] {Path(max_length.__file__).parents[3]}", flush=True)
-    seq = trace(lambda: max_length.run(a.mode, progress=False))
+    # imported before the hook: only the run is traced
+    study = importlib.import_module(f"qlib.studies.{a.study}")
+    try:  # the entry point: the runner's where the checkout has one (issue 50), else the study's own
+        from qlib.runner import run
+
+        entry, call = "qlib.runner.run", lambda: run(study, a.mode, progress=False)
+    except ImportError:
+        entry, call = f"{a.study}.run", lambda: study.run(a.mode, progress=False)
+    print(f"[trace] {Path(importlib.import_module('qlib').__file__).parent}: {entry}", flush=True)
+    seq = trace(call)
     c = counts(seq, _layers())
-    print(f"max_length.run({a.mode!r}): {c['modules']} modules crossed; {c['returns']} returns to a module "
+    print(f"{a.study} ({a.mode}): {c['modules']} modules crossed; {c['returns']} returns to a module "
           f"already left ({c['return_moves']} distinct moves); {c['climbs']} calls up to a higher layer; "
           f"{c['store_calls']} calls into qlib.results from outside it ({c['transitions']} transitions)")
     if a.modules:
