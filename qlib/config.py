@@ -47,6 +47,9 @@ class RunConfig:
         traceback: ``QLIB_TRACEBACK``: the command line raises instead of printing one line.
         num_processes, process_id: ``QLIB_NUM_PROCESSES``, ``QLIB_PROCESS_ID`` as given: a
             multi-process job (:mod:`qlib.distributed`).
+        code: ``QLIB_RESULTS_CODE``: the code's state captured when a run that writes a tier started
+            (JSON, :mod:`qlib.results.pins`).
+        allow_dirty: ``QLIB_ALLOW_DIRTY``: such a run proceeds on uncommitted code.
     """
 
     smoke: bool = False
@@ -64,13 +67,16 @@ class RunConfig:
     traceback: bool = False
     num_processes: str = ""
     process_id: str = ""
+    code: str | None = None
+    allow_dirty: bool = False
 
     #: field -> the environment variable that carries it
     ENV = {"smoke": SMOKE_ENV, "scale": SCALE_ENV, "figures": "QLIB_FIGURES", "cache": "QLIB_CACHE",
            "publish": "QLIB_PUBLISH", "refresh": "QLIB_REFRESH", "results_dir": "QLIB_RESULTS_DIR",
            "write_tier": "QLIB_RESULTS_WRITE", "run_id": "QLIB_RESULTS_RUN", "log": "QLIB_RESULTS_LOG",
            "command": "QLIB_RESULTS_COMMAND", "study": "QLIB_RESULTS_STUDY", "traceback": "QLIB_TRACEBACK",
-           "num_processes": "QLIB_NUM_PROCESSES", "process_id": "QLIB_PROCESS_ID"}
+           "num_processes": "QLIB_NUM_PROCESSES", "process_id": "QLIB_PROCESS_ID",
+           "code": "QLIB_RESULTS_CODE", "allow_dirty": "QLIB_ALLOW_DIRTY"}
 
     @classmethod
     def from_environ(cls, environ: Mapping[str, str] | None = None) -> RunConfig:
@@ -86,7 +92,8 @@ class RunConfig:
             refresh=text("refresh").lower() in {"1", "true", "yes"}, results_dir=text("results_dir"),
             write_tier=text("write_tier"), run_id=get("run_id") or None, log=get("log") or None,
             command=get("command") or None, study=get("study") or None, traceback=bool(get("traceback")),
-            num_processes=text("num_processes"), process_id=text("process_id"))
+            num_processes=text("num_processes"), process_id=text("process_id"), code=get("code") or None,
+            allow_dirty=text("allow_dirty") in ("1", "true", "yes"))
 
     def to_environ(self) -> dict[str, str | None]:
         """The environment a child process needs to read this configuration back: variable -> value,

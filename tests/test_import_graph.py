@@ -118,7 +118,10 @@ def _under(mod: str, prefix: str) -> bool:
 
 def _layer(mod: str) -> int:
     """The index in :data:`LAYERS` of the layer ``mod`` lies in (the most specific prefix wins; a
-    module in none is placed at the bottom, where it may import nothing above the model)."""
+    module in none is placed at the bottom, where it may import nothing above the model). A
+    package's ``__main__`` (``python -m qlib.studies.k3``) is an entry point: the top layer."""
+    if mod.endswith(".__main__"):
+        return 0
     best, at = -1, len(LAYERS) - 1
     for i, prefixes in enumerate(LAYERS):
         for p in prefixes:

@@ -19,6 +19,7 @@ import numpy as np
 
 from qlib.config import current, using
 from qlib.results.freshness import read, stale_reasons, status
+from qlib.results.pins import start_run
 from qlib.results.store import (
     FLOAT_RTOL,
     LONG_COMMAND,
@@ -242,22 +243,27 @@ def summary(tiers: Sequence[str] = TIERS) -> str:
 
 @contextlib.contextmanager
 def writing(tier: str, command_line: str, *, prune_after: bool = False, out=print,
-            on_stored: Callable[[Mapping], None] | None = None):
+            on_stored: Callable[[Mapping], None] | None = None, allow_dirty: bool = False):
     """Make this process (and the notebook kernels it starts, through the environment) write
     ``tier``: every entry computed is compared with the stored one and written (see
     :func:`commit`). On exit, print the comparison (:func:`report`: "reproduced N of N" and
     every mismatch by name); with ``prune_after`` (a complete ``make figures``), remove the
     entries of the tier that this run did not produce. ``on_stored(record)`` is called for each
-    entry this process stores new or changed. Yields the log path."""
+    entry this process stores new or changed. The code's commit is captured here, when the run
+    starts; uncommitted changes to the code make it refuse (RuntimeError) unless ``allow_dirty``
+    (:func:`qlib.results.pins.start_run`). Yields the log path."""
     if root() is None:
         yield None
         return
+    # the code's state when the run starts, in force for the run and its kernels (qlib.results.pins)
+    code = json.dumps(start_run(allow_dirty), sort_keys=True)
     import tempfile
     import uuid
 
     fd, log = tempfile.mkstemp(prefix="qlib-results-", suffix=".jsonl")
     os.close(fd)
-    config = replace(current(), write_tier=tier, run_id=uuid.uuid4().hex, log=log, command=command_line)
+    config = replace(current(), write_tier=tier, run_id=uuid.uuid4().hex, log=log, command=command_line,
+                     code=code)
     token = _ON_STORED.set(on_stored)
     completed = False
     try:

@@ -16,6 +16,7 @@ from typing import Any
 from qlib.config import child_environ, current, using
 from qlib.results.checkpoints import verify
 from qlib.results.freshness import stale_reasons
+from qlib.results.pins import criteria_after, pin_problems
 from qlib.results.store import TIERS, entries
 from qlib.results.tier import primary_process, summary, writing
 from qlib.runner.compute import run
@@ -88,15 +89,17 @@ def estimate_work(modules: Sequence[ModuleType], scale: float) -> float:
     return total + scale * default_total
 
 
-def run_long(jobs: Sequence[tuple[str, Any]], *, scale: float, mode: str = "full", out=print) -> None:
-    """Run each study (:func:`qlib.runner.run`) with the long tier written (entries stored one point at a
-    time, atomically; a rerun skips every point the tiers already hold fresh), printing one
-    progress line per stored entry. ``jobs``: (title, study module or callable)."""
+def run_long(jobs: Sequence[tuple[str, Any]], *, scale: float, mode: str = "full", out=print,
+             allow_dirty: bool = False) -> None:
+    """Run each study (:func:`qlib.runner.run`) with the long tier written (entries stored one point
+    at a time, atomically; a rerun skips every point the tiers already hold fresh), printing one
+    progress line per stored entry. ``jobs``: (title, study module or callable). Refuses to start
+    on uncommitted code unless ``allow_dirty`` (:func:`qlib.results.pins.start_run`)."""
     modules = [m for _, m in jobs if isinstance(m, ModuleType)]
     config = replace(current(), scale=repr(float(scale)))
     line = f"python -m qlib results-long --scale {scale:g}" + (f" ({mode} mode)" if mode != "full" else "")
     progress = _Progress(estimate_work(modules, scale), out=out)
-    with using(config), writing("long", line, out=out, on_stored=progress.update):
+    with using(config), writing("long", line, out=out, on_stored=progress.update, allow_dirty=allow_dirty):
         for title, job in jobs:
             out(f"[qlib] results-long: {title}", flush=True)
             # the study's name goes in each record it stores
@@ -138,17 +141,25 @@ def cli(a) -> int:
     """``python -m qlib results`` and ``python -m qlib results-long`` (see :mod:`qlib.__main__`)."""
     if a.cmd == "results":
         if a.verify:
-            bad = 0
+            bad = unknown = later = 0
             for tier in TIERS:
                 for e in entries(tier):
-                    problems = verify(e, recompute=True) + stale_reasons(
-                        e.record() if e.json.exists() else {}
-                    )
+                    rec = e.record() if e.json.exists() else {}
+                    # the pins: the criteria commit is an ancestor of the code commit (qlib.results.pins)
+                    pinned, unknowns = pin_problems(rec)
+                    problems = verify(e, recompute=True) + stale_reasons(rec) + pinned
                     bad += bool(problems)
-                    print(
-                        f"{tier}/{e.stem.name}: {'; '.join(problems) if problems else 'verified'}", flush=True
-                    )
-            print(f"[qlib] results: {bad} entries fail verification")
+                    unknown += bool(unknowns) and not problems
+                    after = criteria_after(rec)
+                    later += after is not None
+                    notes = ([f"({', '.join(unknowns)})"] if unknowns else []) + (
+                        [f"(its study's criteria changed after its code, at {after[:9]}: "
+                         "criterion after data)"]
+                        if after else [])
+                    print(f"{tier}/{e.stem.name}: {'; '.join(problems) if problems else 'verified'}"
+                          + "".join(" " + n for n in notes), flush=True)
+            print(f"[qlib] results: {bad} entries fail verification; {unknown} verified with a pin unknown; "
+                  f"{later} whose study's criteria file changed after their code commit")
             return 1 if bad else 0
         print(summary())
         return 0
@@ -159,6 +170,7 @@ def cli(a) -> int:
             ["results-long", "--scale", repr(a.scale or 1.0)]
             + (["--only", *a.only] if a.only else [])
             + (["--smoke"] if a.smoke else [])
+            + (["--allow-dirty"] if a.allow_dirty else [])
         )
         return _spawn_processes(argv, a.processes)
     run_long(
@@ -166,5 +178,6 @@ def cli(a) -> int:
         scale=a.scale or 1.0,
         mode="smoke" if a.smoke else "full",
         out=lambda *x, **k: print(*x, **k) if primary_process() else None,
+        allow_dirty=a.allow_dirty,
     )
     return 0

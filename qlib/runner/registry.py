@@ -14,6 +14,7 @@ from qlib.runner.compute import run
 from qlib.studies import (
     families,
     fluctuations,
+    k3,
     level_flow,
     max_length,
     mixing,
@@ -32,6 +33,7 @@ STUDIES: dict[str, ModuleType] = {
     "supermarket: level flow": level_flow,
     "supermarket: exact stationary samples": perfect,
     "supermarket: fluctuations": fluctuations,
+    "supermarket: k = 3 inside the regime": k3,
 }
 
 
