@@ -1,7 +1,8 @@
 """The claims table: one row per paper claim, theory against measurement, PASS or FAIL.
 
-Each study of :mod:`qlib.studies` (listed in :data:`STUDIES`) computes its numbers with
-``run(mode)`` and turns that same result into rows with ``claim_rows(result)``. The notebooks
+Each study of :mod:`qlib.studies` (listed in :data:`qlib.runner.STUDIES`, which runs them)
+computes its numbers with ``run(mode)`` and turns that same result into rows with
+``claim_rows(result)``. The notebooks
 call the same two functions, so the table printed by ``python -m qlib reproduce`` and written
 to ``figures/claims.md`` by ``make figures`` shows the numbers the figures show.
 
@@ -45,24 +46,10 @@ key), and the function that turns the result into rows.
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from qlib.power import NOT_COMPUTED, DPass, not_computed
-
-#: table section -> study module; imported lazily so `import qlib` stays light.
-STUDIES: dict[str, str] = {
-    "supermarket: maximum queue length": "qlib.studies.max_length",
-    "supermarket: scaling families": "qlib.studies.families",
-    "supermarket: mixing time": "qlib.studies.mixing",
-    "supermarket: mixing time in the regime": "qlib.studies.mixing_regime",
-    "heterogeneous servers": "qlib.studies.who_works_the_most",
-    "supermarket: level flow": "qlib.studies.level_flow",
-    "supermarket: exact stationary samples": "qlib.studies.perfect",
-    "supermarket: fluctuations": "qlib.studies.fluctuations",
-    "supermarket: k = 3 inside the regime": "qlib.studies.k3",
-}
 
 KINDS = ("claim", "identity", "measurement", "check")
 #: A row's verdict. PASS/FAIL: the criterion decided against a threshold fixed before the run.
@@ -254,28 +241,23 @@ class ClaimRow:
                 and (self.power is None or self.power.excludes_far))
 
 
-def collect(mode: str = "full", only: Iterable[str] | None = None,
-            progress: Callable[[str], None] | None = None) -> list[ClaimRow]:
-    """Run every study (``run(mode)`` then ``claim_rows``) and return the rows, in table order."""
-    rows: list[ClaimRow] = []
-    for title, module in STUDIES.items():
-        if only is not None and title not in only:
-            continue
-        if progress:
-            progress(title)
-        study = importlib.import_module(module)
-        result = study.run(mode, progress=False)
-        rows.extend(_with_source(r, title) for r in study.claim_rows(result))
-    return rows
-
-
 #: The resolution of a supermarket claim row that runs no near wrong model (a finding, a
 #: measurement of the fluid formula, a control): what its evidence on the routing rule rests on.
 NO_NEAR = ("no near wrong model run on this row: its evidence that the chain is JSQ(d) and nothing next to "
            "it rests on the level-flow identity rows")
 
 
-def _with_source(row: ClaimRow, title: str) -> ClaimRow:
+def with_source(row: ClaimRow, title: str) -> ClaimRow:
+    """The row as the table shows it under section ``title``: its source, and where it has none,
+    the resolution of a supermarket claim that runs no near wrong model and why it has no d′ range.
+
+    Args:
+        row: a study's row.
+        title: the table section (a key of :data:`qlib.runner.STUDIES`).
+
+    Returns:
+        The row, or a copy with those fields filled in.
+    """
     fix = {}
     if not row.source:
         fix["source"] = title
@@ -303,6 +285,6 @@ def exit_failed(rows: list[ClaimRow]) -> bool:
 
 
 __all__ = [
-    "ClaimRow", "ClaimSpec", "Counterfactual", "STUDIES", "decide_band", "KINDS", "VERDICTS", "MIN_TAUS",
-    "collect", "se_distance", "combine", "counts", "decide", "exit_failed",
+    "ClaimRow", "ClaimSpec", "Counterfactual", "decide_band", "KINDS", "VERDICTS", "MIN_TAUS",
+    "with_source", "se_distance", "combine", "counts", "decide", "exit_failed",
 ]

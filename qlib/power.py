@@ -11,8 +11,9 @@ is computed here, from the same predictions and the same thresholds as the row, 
 - :data:`CRITERIA`: per criterion (``"<study>.<claim>"``), the predicate "JSQ(d′) passes" given the
   row's ``inputs`` (its point, half-widths, bound) and the study's thresholds;
 - :func:`d_pass`: a row's :class:`DPass` (``low``, ``high``: the d′ range, an interval around d found
-  by bisection on each side within [1, 4d]); :func:`recompute`: the same from a published row and
-  the thresholds of the code as it is now (what ``tests/test_claims_power.py`` walks).
+  by bisection on each side within [1, 4d]); :func:`qlib.runner.power.recompute`, above the studies,
+  gives the same from a published row and the thresholds of the code as it is now (what
+  ``tests/test_claims_power.py`` walks).
 
 A row whose criterion the theory cannot place (the maximum at finite n, a mixing time, a model with
 no d) carries a :class:`DPass` with ``low = high = None`` and the reason in ``why``; its soundness
@@ -23,7 +24,6 @@ This module imports nothing from :mod:`qlib.claims` (no import circle)."""
 from __future__ import annotations
 
 import functools
-import importlib
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -232,7 +232,7 @@ def lam_range(passes: Callable[[float], bool], *, low: float = 1 / LAM_FACTOR,
 def d_pass(criterion: str, claims: dict, inputs: dict, at: str) -> DPass:
     """The :class:`DPass` of a row judged by ``criterion`` (a key of :data:`CRITERIA`) with the
     thresholds of ``claims`` (the study's ``PARAMETERS[mode]["claims"]``) at ``inputs`` (plain
-    numbers: they are published in claims.json and :func:`recompute` reads them back)."""
+    numbers: they are published in claims.json and :func:`qlib.runner.power.recompute` reads them back)."""
     c = CRITERIA[criterion]
     inputs = _plain(inputs)
     t = c.thresholds(claims)
@@ -243,15 +243,6 @@ def d_pass(criterion: str, claims: dict, inputs: dict, at: str) -> DPass:
     lam = lam_range(lambda f: c.passes(inputs["d"], inputs, t, f))
     return DPass(inputs["d"], at=at, method=c.method, low=got[0], high=got[1], criterion=criterion,
                  inputs=inputs, lam_low=lam[0], lam_high=lam[1])
-
-
-def recompute(published: dict) -> tuple[int, int] | None:
-    """The d′ range of a published row's ``power`` (claims.json) under the thresholds of the code as
-    it is now (full mode): what it would read if the table were regenerated."""
-    c = CRITERIA[published["criterion"]]
-    t = c.thresholds(importlib.import_module(c.module).PARAMETERS["full"]["claims"])
-    x = published["inputs"]
-    return pass_range(lambda dd: c.passes(dd, x, t), x["d"])
 
 
 def not_computed(d: int | None, why: str, at: str = "") -> DPass:

@@ -14,6 +14,7 @@ import pytest
 
 from qlib import claims, claims_table, power
 from qlib.config import ROOT
+from qlib.runner import power as runner_power
 
 TABLE = ROOT / "figures" / "claims.json"
 #: the criteria sharpened into predictions by issue 41: JSQ(d x 0.75) and JSQ(d x 1.25) must fail them too
@@ -76,7 +77,7 @@ def test_every_pass_row_counted_sound_can_fail():
         p = r.get("power") or {}
         if p.get("low") is None:
             continue
-        d, now = p["d"], power.recompute(p)
+        d, now = p["d"], runner_power.recompute(p)
         if now is None:
             bad.append(f"row {i}: JSQ(d) itself fails its criterion in the theory under today's thresholds")
             now = (0, 0)
@@ -102,7 +103,7 @@ def test_every_judged_prediction_row_carries_its_range():
             assert "d_pass_range" in r and p, f"row {i} says nothing of its d′ range"
         if p.get("criterion"):
             seen.add(p["criterion"])
-            assert r["d_pass_range"] == list(power.recompute(p)), f"row {i}"
+            assert r["d_pass_range"] == list(runner_power.recompute(p)), f"row {i}"
     assert seen == set(power.CRITERIA)
 
 

@@ -28,7 +28,6 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
-import os
 import subprocess
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -37,8 +36,10 @@ from qlib import config
 
 #: The paths whose uncommitted changes change the numbers (see the module's text).
 CODE_PATHS = ("qlib", "requirements.lock", "pyproject.toml")
-CODE_ENV = "QLIB_RESULTS_CODE"  # the code state captured when the run started (JSON), for its kernels
-ALLOW_DIRTY_ENV = "QLIB_ALLOW_DIRTY"  # "1": a run with uncommitted code proceeds (and records the diff)
+#: the code state captured when the run started (JSON), for its kernels
+CODE_ENV = config.RunConfig.ENV["code"]
+#: "1": a run on uncommitted code proceeds (and records the diff)
+ALLOW_DIRTY_ENV = config.RunConfig.ENV["allow_dirty"]
 UNKNOWN = "unknown"
 UNCOMMITTED = "uncommitted"
 
@@ -90,7 +91,7 @@ def code_state(root: Path | None = None) -> dict:
 def current() -> dict:
     """The code state of this run: the one :func:`start_run` captured (in this process or the one
     that started it), else the repository's now (a computation outside a run that writes a tier)."""
-    raw = os.environ.get(CODE_ENV)
+    raw = config.current().code
     if raw:
         return json.loads(raw)
     return code_state()
@@ -98,14 +99,16 @@ def current() -> dict:
 
 def start_run(allow_dirty: bool = False) -> dict:
     """Capture the code state at the start of a run that writes a tier, and hand it to the
-    processes the run starts (``$QLIB_RESULTS_CODE``). A run started by another (a notebook kernel
-    of ``make figures``) keeps the state its parent captured. Raises RuntimeError when the code
-    has uncommitted changes and neither ``allow_dirty`` nor ``$QLIB_ALLOW_DIRTY`` allows them."""
-    raw = os.environ.get(CODE_ENV)
+    processes the run starts: :func:`qlib.results.writing` puts the state it returns in force (the
+    run's ``RunConfig.code``; ``$QLIB_RESULTS_CODE`` for its kernels). A run started by another (a
+    notebook kernel of ``make figures``) keeps the state its parent captured. Raises RuntimeError
+    when the code has uncommitted changes and neither ``allow_dirty`` nor ``$QLIB_ALLOW_DIRTY``
+    allows them."""
+    raw = config.current().code
     if raw:
         return json.loads(raw)
     state = code_state()
-    allowed = allow_dirty or os.environ.get(ALLOW_DIRTY_ENV, "").strip() in ("1", "true", "yes")
+    allowed = allow_dirty or config.current().allow_dirty
     diff = state["diff"]
     if isinstance(diff, Mapping) and not allowed:
         more = len(diff["paths"]) - 6
@@ -113,7 +116,6 @@ def start_run(allow_dirty: bool = False) -> dict:
         raise RuntimeError(
             f"the code has uncommitted changes ({shown}): commit them first, so that the stored results "
             "name the code they came from, or pass --allow-dirty (the records then name the diff's hash)")
-    os.environ[CODE_ENV] = json.dumps(state, sort_keys=True)
     return state
 
 

@@ -6,8 +6,7 @@ from typing import Any
 
 from qlib.config import scale
 from qlib.studies import check_mode
-
-PointTuple = tuple[int, int, float]
+from qlib.supermarket.point import PointTuple
 
 #: Every threshold a claim row of the study is judged by, fixed before the run (the same in both
 #: modes): the rows, their criterion text and the figures read them from here.
