@@ -166,8 +166,8 @@ def test_historical_pins_name_a_commit_only_where_the_run_could_not_outlive_it(r
         # one run, begun an hour after c2: pinned to c2, its criteria c1
         "a": base | {"commit": c2, "date": iso(t2 + 3600), "wall_s": 60},
         "b": base | {"commit": c2, "date": iso(t2 + 3700), "wall_s": 60},
-        # a run of another command that began before c2 existed (its entry computed 10 s before)
-        "c": base | {"command": "make figures", "commit": c2, "date": iso(t2 - 5), "wall_s": 5},
+        # a run of another command whose entry began computing 2 min after c2: it may have started before
+        "c": base | {"command": "make figures", "commit": c2, "date": iso(t2 + 125), "wall_s": 5},
         # a run two days later that names two commits: HEAD moved during it
         "d": base | {"commit": c1, "date": iso(t2 + 2 * 86400), "wall_s": 60},
         "e": base | {"commit": c2, "date": iso(t2 + 2 * 86400 + 100), "wall_s": 60},
@@ -177,3 +177,21 @@ def test_historical_pins_name_a_commit_only_where_the_run_could_not_outlive_it(r
                                     "criteria_commit": c1}
     for n in "cde":
         assert got[n]["code_commit"] == got[n]["criteria_commit"] == "unknown", n
+
+
+def test_stored_records_carry_pins_that_git_history_rederives(monkeypatch):
+    """Every record of the repository's results/ names its pins, none fails them, and those made
+    before the pins (``code_diff`` "unknown") hold exactly what :func:`pins.historical_pins`
+    derives from git history now (the stamp is recomputed, not believed)."""
+    monkeypatch.delenv(results.RESULTS_DIR_ENV, raising=False)
+    recs = {f"{t}/{e.stem.name}": e.record() for t in results.TIERS for e in results.entries(t)}
+    if not recs:
+        pytest.skip("results/ holds no entries")
+    missing = [n for n, r in recs.items() if not all(f in r for f in pins.PIN_FIELDS)]
+    assert not missing, f"records without their pins: {missing[:5]}"
+    failing = {n: p for n, r in recs.items() if (p := pins.pin_problems(r)[0])}
+    assert not failing, failing
+    old = {n: r for n, r in recs.items() if r["code_diff"] == pins.UNKNOWN}
+    want = pins.historical_pins(old)
+    wrong = [n for n, r in old.items() if {f: r[f] for f in pins.PIN_FIELDS} != want[n]]
+    assert not wrong, f"stamped pins that git history does not give: {wrong[:5]}"

@@ -267,6 +267,10 @@ def summary_counts(recs: Sequence[Mapping]) -> dict[str, int]:
 #: minus its wall time) within this many seconds of the first's date: a run writes its entries one
 #: after another. Merging too much only makes a run start earlier, so more pins say "unknown".
 RUN_GAP_S = 1800
+#: A run's start-up before its first entry begins computing (imports, a notebook kernel's start,
+#: reading the stored entries it skips), bounded generously: a commit made less than this before
+#: a run's first computation may have come after the run started, so the run's HEAD is unknown.
+START_UP_S = 300
 
 
 def _time(iso: str) -> float:
@@ -280,8 +284,9 @@ def historical_pins(records: Mapping[str, Mapping]) -> dict[str, dict]:
     {name: fields}). A record's ``commit`` is HEAD when it was written. Its records are grouped into
     runs (one tier and command, each beginning within :data:`RUN_GAP_S` of the previous one's end);
     the code commit is that ``commit`` where every record of the run names the same one and it was
-    committed before the run began (the earliest date minus wall time), so HEAD could not move
-    during the run; otherwise "unknown". Whether the tree was clean was not recorded: ``code_diff``
+    committed before the run began (:data:`START_UP_S` before its first entry began computing:
+    the earliest date minus wall time), so HEAD could not move during the run; otherwise
+    "unknown". Whether the tree was clean was not recorded: ``code_diff``
     is "unknown". The criteria commit follows from a known code commit as for a new record."""
     by_run: dict[tuple, list[tuple[float, float, str]]] = {}
     for name, r in records.items():
@@ -306,7 +311,7 @@ def historical_pins(records: Mapping[str, Mapping]) -> dict[str, dict]:
             if len(commits) == 1:
                 (c,) = commits
                 when = _text("show", "-s", "--format=%cI", c)
-                if when and _time(when) <= begin:
+                if when and _time(when) <= begin - START_UP_S:
                     code = c
             for _, _, n in run:
                 study = records[n].get("study")
