@@ -45,11 +45,15 @@ key), and the function that turns the result into rows.
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import importlib
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
+from qlib import criteria
 from qlib.power import NOT_COMPUTED, DPass, not_computed
+from qlib.results.cache import reading
 
 #: table section -> study module; imported lazily so `import qlib` stays light.
 STUDIES: dict[str, str] = {
@@ -68,7 +72,9 @@ KINDS = ("claim", "identity", "measurement", "check")
 #: INCONCLUSIVE: the CI still straddles the threshold when the pre-set budget is spent.
 #: finding: a row outside the theorem's hypotheses (or a number with no sharp prediction): what
 #: is seen, never counted as a PASS.
-VERDICTS = ("PASS", "FAIL", "INCONCLUSIVE", "finding")
+#: "criterion after data": a row that would PASS under a criterion committed after the data it
+#: judges (issue 47, item 1; :mod:`qlib.criteria`): not counted PASS until fresh seeds judge it.
+VERDICTS = ("PASS", "FAIL", "INCONCLUSIVE", "finding", "criterion after data")
 MIN_TAUS = 10.0
 
 
@@ -224,6 +230,10 @@ class ClaimRow:
     #: the range of d′ for which JSQ(d′) at the row's point would pass its criterion (:mod:`qlib.power`),
     #: or why it is not computed; None where the row has no d (identities, measurements, checks)
     power: DPass | None = None
+    #: when its criterion was fixed and whether its data came after (:func:`with_criteria`):
+    #: spec, commit, data ("pinned" / "unpinned" / "criterion after data" / "unknown"), the records'
+    #: code_commits, and written_at: HEAD when those with an unknown code commit were written
+    criteria: dict | None = None
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
@@ -263,9 +273,58 @@ def collect(mode: str = "full", only: Iterable[str] | None = None,
         if progress:
             progress(title)
         study = importlib.import_module(module)
-        result = study.run(mode, progress=False)
-        rows.extend(_with_source(r, title) for r in study.claim_rows(result))
+        with reading() as read, _tagging(study):
+            result = study.run(mode, progress=False)
+            got = study.claim_rows(result)
+        if mode == "full":  # the thresholds judged are the full mode's; smoke runs judge nothing stored
+            got = [with_criteria(r, study, read) for r in got]
+        rows.extend(_with_source(r, title) for r in got)
     return rows
+
+
+@contextlib.contextmanager
+def _tagging(study):
+    """While a study builds its rows, each spec of its ``CLAIMS`` names itself on the rows it
+    builds (``criteria["spec"]``): the thresholds a row is judged by."""
+    table = getattr(study, "CLAIMS", None)
+    if not isinstance(table, dict):
+        yield
+        return
+    saved = dict(table)
+
+    def tagged(spec):
+        def rows(result, s, _orig=spec.rows, _key=spec.key):
+            return [dataclasses.replace(r, criteria={"spec": _key}) for r in _orig(result, s)]
+        return dataclasses.replace(spec, rows=rows) if spec.rows is not None else spec
+
+    table.update({k: tagged(s) for k, s in saved.items()})
+    try:
+        yield
+    finally:
+        table.clear()
+        table.update(saved)
+
+
+def with_criteria(row: ClaimRow, study, records: list[dict]) -> ClaimRow:
+    """The row with its criteria commit and the code commits of the stored records its study read
+    (:mod:`qlib.criteria`); a PASS whose criterion came after those data reads "criterion after
+    data". A row no spec named (built outside ``spec.rows``) is judged by every threshold of its
+    study's specs."""
+    table = getattr(study, "CLAIMS", {}) or {}
+    key = (row.criteria or {}).get("spec")
+    specs = [table[key]] if key in table else list(table.values())
+    paths = tuple(sorted({tuple(p) for s in specs for p in s.thresholds}))
+    stored = [r for r in records if r.get("stored", True)]
+    if not stored:
+        return row
+    commit = criteria.criteria_commit(study.__name__, paths)
+    state, codes, bounds = criteria.judge(commit, stored)
+    info = {"spec": key or "", "commit": commit, "data": state, "code_commits": codes,
+            "written_at": bounds, "records": len(stored)}
+    fix: dict = {"criteria": info}
+    if state == criteria.AFTER_DATA and row.verdict == "PASS":
+        fix["outcome"] = criteria.AFTER_DATA
+    return dataclasses.replace(row, **fix)
 
 
 #: The resolution of a supermarket claim row that runs no near wrong model (a finding, a

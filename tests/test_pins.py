@@ -43,7 +43,7 @@ def repo(tmp_path, tiers, monkeypatch):
     _git(r, "init", "-q")
     c1 = _commit(r, {CRITERIA: _thresholds(0.5), "qlib/other.py": "X = 1\n", "notes.md": "a\n"}, "criteria")
     c2 = _commit(r, {"qlib/other.py": "X = 2\n"}, "code after the criteria")
-    monkeypatch.setattr(pins, "_root", lambda: r)
+    monkeypatch.setattr(pins, "repo_root", lambda: r)
     monkeypatch.delenv(pins.ALLOW_DIRTY_ENV)  # this repository is clean unless a test edits it
     return r, c1, c2
 

@@ -130,6 +130,40 @@ class NotStored(LookupError):
 _STORED_ONLY: contextvars.ContextVar = contextvars.ContextVar("qlib_stored_only", default=None)
 
 
+_READING: contextvars.ContextVar = contextvars.ContextVar("qlib_reading", default=None)
+
+
+@contextlib.contextmanager
+def reading():
+    """Yields a list that every point :func:`cached_points` returns inside this block appends its
+    stored record to (the first tier that holds the entry, whether the arrays came from it, the
+    local cache or a computation that stored it), or a stub naming no code commit where no tier
+    holds it: the data a study's rows read (:mod:`qlib.criteria`)."""
+    records: list[dict] = []
+    token = _READING.set(records)
+    try:
+        yield records
+    finally:
+        _READING.reset(token)
+
+
+def _note_read(name: str, params: Sequence[Mapping], seeds: Sequence[Any]) -> None:
+    read = _READING.get()
+    if read is None:
+        return
+    for p, s in zip(params, seeds):
+        for tier in ("default", "long"):
+            e = entry(tier, name, p, s)
+            if e is not None and e.json.exists():
+                try:
+                    read.append(e.record())
+                    break
+                except (OSError, ValueError):
+                    continue
+        else:
+            read.append({"key": key(name, p, s), "code_commit": "unknown", "commit": "", "stored": False})
+
+
 @contextlib.contextmanager
 def stored_only(tier: str):
     """Inside this block :func:`cached_points` computes nothing: it reads fresh entries of
@@ -171,6 +205,7 @@ def _cached_points(name, params, seeds, compute, *, group, refresh, study):
         if lacking:
             raise NotStored(tier_only, lacking)
         read.extend(entry(tier_only, name, p, s).record() for p, s in zip(params, seeds))
+        _note_read(name, params, seeds)
         return got  # type: ignore[return-value]
     records = [_record(name, p, s) for p, s in zip(params, seeds)]
     stems = [cache_dir() / key(name, p, s) for p, s in zip(params, seeds)]
@@ -203,6 +238,7 @@ def _cached_points(name, params, seeds, compute, *, group, refresh, study):
         if tier:
             for j, prov in zip(idx, rec.provenance([seeds[j] for j in idx])):
                 commit(tier, name, params[j], seeds[j], out[j], prov | {"study": study})
+    _note_read(name, params, seeds)
     return out  # type: ignore[return-value]
 
 

@@ -15,8 +15,9 @@ commit that judges it.
   (whose ``"claims"`` are the thresholds): ``qlib/studies/<study>/parameters.py``, or the study's
   module where it is one file, as it was at the code commit (:func:`criteria_file`). The file
   also changes for other reasons (a new point, a move), which only makes the criteria commit
-  later: a check that it is an ancestor of the code commit errs towards failing. A criteria file changed but not committed when the run started gives
-  ``"uncommitted"``, which ``python -m qlib results --verify`` rejects: a threshold is committed
+  later: a check that it is an ancestor of the code commit errs towards failing. A criteria
+  file changed but not committed when the run started gives ``"uncommitted"``, which
+  ``python -m qlib results --verify`` rejects: a threshold is committed
   before the run it judges. A record that cannot say (no git, a study that is no module of
   ``qlib.studies``, an old record whose code commit history does not determine) says
   ``"unknown"``, never a guess.
@@ -46,31 +47,31 @@ UNKNOWN = "unknown"
 UNCOMMITTED = "uncommitted"
 
 
-def _root() -> Path:
+def repo_root() -> Path:
     return config.ROOT
 
 
-def _git(*args: str, root: Path | None = None, binary: bool = False) -> bytes | None:
+def git_out(*args: str, root: Path | None = None, binary: bool = False) -> bytes | None:
     """stdout of ``git -C root args``, or None when git fails or is absent."""
     try:
-        out = subprocess.run(["git", "-C", str(root or _root()), *args], capture_output=True, timeout=30)
+        out = subprocess.run(["git", "-C", str(root or repo_root()), *args], capture_output=True, timeout=30)
     except (OSError, subprocess.SubprocessError):
         return None
     return out.stdout if out.returncode == 0 else None
 
 
-def _text(*args: str, root: Path | None = None) -> str | None:
-    out = _git(*args, root=root)
+def git_text(*args: str, root: Path | None = None) -> str | None:
+    out = git_out(*args, root=root)
     return None if out is None else out.decode().strip()
 
 
 def code_state(root: Path | None = None) -> dict:
     """{"commit": HEAD or "unknown", "diff": None (clean) | {"sha256", "paths"} | "unknown"} of the
     code (:data:`CODE_PATHS`) in the repository at ``root`` (default: qlib's)."""
-    head = _text("rev-parse", "HEAD", root=root)
+    head = git_text("rev-parse", "HEAD", root=root)
     if not head:
         return {"commit": UNKNOWN, "diff": UNKNOWN}
-    status = _git("status", "--porcelain", "--untracked-files=all", "-z", "--", *CODE_PATHS, root=root)
+    status = git_out("status", "--porcelain", "--untracked-files=all", "-z", "--", *CODE_PATHS, root=root)
     if status is None:
         return {"commit": head, "diff": UNKNOWN}
     # -z: "XY path\0" (a rename adds its old path as one more field)
@@ -78,9 +79,10 @@ def code_state(root: Path | None = None) -> dict:
     paths = sorted({f[3:] for f in fields if len(f) > 3 and f[2] == " "})
     if not paths:
         return {"commit": head, "diff": None}
-    h = hashlib.sha256(_git("diff", "HEAD", "--binary", "--", *CODE_PATHS, root=root) or b"")
-    untracked = _git("ls-files", "--others", "--exclude-standard", "-z", "--", *CODE_PATHS, root=root) or b""
-    base = root or _root()
+    h = hashlib.sha256(git_out("diff", "HEAD", "--binary", "--", *CODE_PATHS, root=root) or b"")
+    untracked = git_out("ls-files", "--others", "--exclude-standard", "-z", "--", *CODE_PATHS,
+                        root=root) or b""
+    base = root or repo_root()
     for p in sorted(u for u in untracked.decode().split("\0") if u):
         h.update(b"\0untracked\0" + p.encode() + b"\0")
         try:
@@ -129,7 +131,7 @@ def criteria_file(study: str | None, commit: str | None = None) -> str | None:
     parts = (study or "").split(".")
     if len(parts) < 3 or parts[:2] != ["qlib", "studies"] or not parts[2].isidentifier():
         return None
-    return _criteria_file(parts[2], commit, str(_root()))
+    return _criteria_file(parts[2], commit, str(repo_root()))
 
 
 _DEFINES = re.compile(r"^PARAMETERS\b", re.M)
@@ -143,10 +145,10 @@ def _criteria_file(name: str, commit: str | None, root: str) -> str | None:
             str(p.relative_to(base)) for p in (base / "qlib/studies" / name).glob("*.py"))
         read = lambda rel: (base / rel).read_text() if (base / rel).is_file() else ""  # noqa: E731
     else:
-        out = _text("ls-tree", "-r", "--name-only", commit, "--", f"qlib/studies/{name}.py",
+        out = git_text("ls-tree", "-r", "--name-only", commit, "--", f"qlib/studies/{name}.py",
                     f"qlib/studies/{name}/", root=base) or ""
         listed = [p for p in out.splitlines() if p.endswith(".py")]
-        read = lambda rel: (_git("show", f"{commit}:{rel}", root=base) or b"").decode()  # noqa: E731
+        read = lambda rel: (git_out("show", f"{commit}:{rel}", root=base) or b"").decode()  # noqa: E731
     listed.sort(key=lambda rel: not rel.endswith("/parameters.py"))
     for rel in listed:
         if _DEFINES.search(read(rel)):
@@ -154,9 +156,14 @@ def _criteria_file(name: str, commit: str | None, root: str) -> str | None:
     return None
 
 
+def last_change(commit: str, path: str) -> str:
+    """The last commit at or before ``commit`` that changed ``path`` ("unknown" if none)."""
+    return _last_change(commit, path, str(repo_root()))
+
+
 @functools.lru_cache(maxsize=256)
 def _last_change(commit: str, path: str, root: str) -> str:
-    out = _text("log", "-1", "--format=%H", commit, "--", path, root=Path(root))
+    out = git_text("log", "-1", "--format=%H", commit, "--", path, root=Path(root))
     return out or UNKNOWN
 
 
@@ -176,7 +183,7 @@ def criteria_commit(study: str | None, state: Mapping | None = None) -> str:
         return UNKNOWN
     if path in dirty:
         return UNCOMMITTED
-    return _last_change(state["commit"], path, str(_root()))
+    return _last_change(state["commit"], path, str(repo_root()))
 
 
 def record_fields(study: str | None) -> dict:
@@ -192,13 +199,13 @@ def record_fields(study: str | None) -> dict:
 def is_ancestor(older: str, newer: str) -> bool | None:
     """Whether commit ``older`` is an ancestor of (or is) ``newer``; None when either is not a
     commit of this repository."""
-    return _is_ancestor(older, newer, str(_root()))
+    return _is_ancestor(older, newer, str(repo_root()))
 
 
 @functools.lru_cache(maxsize=4096)
 def _is_ancestor(older: str, newer: str, root: str) -> bool | None:
     for c in (older, newer):
-        if _git("cat-file", "-e", f"{c}^{{commit}}", root=Path(root)) is None:
+        if git_out("cat-file", "-e", f"{c}^{{commit}}", root=Path(root)) is None:
             return None
     try:
         out = subprocess.run(["git", "-C", root, "merge-base", "--is-ancestor", older, newer],
@@ -242,11 +249,11 @@ def criteria_after(rec: Mapping, study_file: str | None = None) -> str | None:
     as far as the file says: it also changes for other reasons); None when it did not or it
     cannot say."""
     code = rec.get("code_commit", UNKNOWN)
-    head = _text("rev-parse", "HEAD")  # a hash, not "HEAD": _last_change is cached
+    head = git_text("rev-parse", "HEAD")  # a hash, not "HEAD": _last_change is cached
     path = study_file or criteria_file(rec.get("study"), head) or rec.get("criteria_file")
     if not path or path == UNKNOWN or code == UNKNOWN or not head:
         return None
-    now = _last_change(head, path, str(_root()))
+    now = _last_change(head, path, str(repo_root()))
     if now == UNKNOWN:
         return None
     return None if is_ancestor(now, code) else now
@@ -310,7 +317,7 @@ def historical_pins(records: Mapping[str, Mapping]) -> dict[str, dict]:
             code = UNKNOWN
             if len(commits) == 1:
                 (c,) = commits
-                when = _text("show", "-s", "--format=%cI", c)
+                when = git_text("show", "-s", "--format=%cI", c)
                 if when and _time(when) <= begin - START_UP_S:
                     code = c
             for _, _, n in run:
