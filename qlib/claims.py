@@ -294,7 +294,8 @@ def _tagging(study):
 
     def tagged(spec):
         def rows(result, s, _orig=spec.rows, _key=spec.key):
-            return [dataclasses.replace(r, criteria={"spec": _key}) for r in _orig(result, s)]
+            return [dataclasses.replace(r, criteria={**(r.criteria or {}), "spec": _key})
+                    for r in _orig(result, s)]
         return dataclasses.replace(spec, rows=rows) if spec.rows is not None else spec
 
     table.update({k: tagged(s) for k, s in saved.items()})
@@ -309,18 +310,21 @@ def with_criteria(row: ClaimRow, study, records: list[dict]) -> ClaimRow:
     """The row with its criteria commit and the code commits of the stored records its study read
     (:mod:`qlib.criteria`); a PASS whose criterion came after those data reads "criterion after
     data". A row no spec named (built outside ``spec.rows``) is judged by every threshold of its
-    study's specs."""
+    study's specs. A row that names its data (``criteria["data"]``: cache-name prefixes, e.g. a
+    fresh stream's) is judged against those records only."""
     table = getattr(study, "CLAIMS", {}) or {}
     key = (row.criteria or {}).get("spec")
+    names = (row.criteria or {}).get("data")
     specs = [table[key]] if key in table else list(table.values())
     paths = tuple(sorted({tuple(p) for s in specs for p in s.thresholds}))
-    stored = [r for r in records if r.get("stored", True)]
+    stored = [r for r in records if r.get("stored", True)
+              and (not names or any(str(r.get("name", "")).startswith(n) for n in names))]
     if not stored:
         return row
     commit = criteria.criteria_commit(study.__name__, paths)
     state, codes, bounds = criteria.judge(commit, stored)
     info = {"spec": key or "", "commit": commit, "data": state, "code_commits": codes,
-            "written_at": bounds, "records": len(stored)}
+            "written_at": bounds, "records": len(stored), **({"names": names} if names else {})}
     fix: dict = {"criteria": info}
     if state == criteria.AFTER_DATA and row.verdict == "PASS":
         fix["outcome"] = criteria.AFTER_DATA
