@@ -97,6 +97,8 @@ FIGURES: dict[str, list[tuple[str, str]]] = {
                                               (r"", "04b_max_law.png")],
     "supermarket: fluctuations": [(r"autocorrelation", "02g_fluctuations_acf.png"),
                                   (r"", "01i_fluctuations_sd.png")],
+    "supermarket: k = 3 inside the regime": [(r"mixing time|relaxation", "02i_k3_mixing.png"),
+                                             (r"", "01j_k3_maximum.png")],
 }
 
 #: the longest key number (characters) the summary shows; the block below it has the whole measurement
