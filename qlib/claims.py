@@ -46,9 +46,12 @@ key), and the function that turns the result into rows.
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
+from qlib import criteria
 from qlib.power import NOT_COMPUTED, DPass, not_computed
 
 KINDS = ("claim", "identity", "measurement", "check")
@@ -56,7 +59,9 @@ KINDS = ("claim", "identity", "measurement", "check")
 #: INCONCLUSIVE: the CI still straddles the threshold when the pre-set budget is spent.
 #: finding: a row outside the theorem's hypotheses (or a number with no sharp prediction): what
 #: is seen, never counted as a PASS.
-VERDICTS = ("PASS", "FAIL", "INCONCLUSIVE", "finding")
+#: "criterion after data": a row that would PASS under a criterion committed after the data it
+#: judges (issue 47, item 1; :mod:`qlib.criteria`): not counted PASS until fresh seeds judge it.
+VERDICTS = ("PASS", "FAIL", "INCONCLUSIVE", "finding", "criterion after data")
 MIN_TAUS = 10.0
 
 
@@ -212,6 +217,10 @@ class ClaimRow:
     #: the range of d′ for which JSQ(d′) at the row's point would pass its criterion (:mod:`qlib.power`),
     #: or why it is not computed; None where the row has no d (identities, measurements, checks)
     power: DPass | None = None
+    #: when its criterion was fixed and whether its data came after (:func:`with_criteria`):
+    #: spec, commit, data ("pinned" / "unpinned" / "criterion after data" / "unknown"), the records'
+    #: code_commits, and written_at: HEAD when those with an unknown code commit were written
+    criteria: dict | None = None
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
@@ -239,6 +248,55 @@ class ClaimRow:
         return (self.verdict == "PASS" and len(far) > 0 and not any(c.passed for c in far)
                 and (self.taus is None or self.taus >= MIN_TAUS)
                 and (self.power is None or self.power.excludes_far))
+
+
+@contextlib.contextmanager
+def tagging(study):
+    """While a study builds its rows, each spec of its ``CLAIMS`` names itself on the rows it
+    builds (``criteria["spec"]``): the thresholds a row is judged by."""
+    table = getattr(study, "CLAIMS", None)
+    if not isinstance(table, dict):
+        yield
+        return
+    saved = dict(table)
+
+    def tagged(spec):
+        def rows(result, s, _orig=spec.rows, _key=spec.key):
+            return [dataclasses.replace(r, criteria={**(r.criteria or {}), "spec": _key})
+                    for r in _orig(result, s)]
+        return dataclasses.replace(spec, rows=rows) if spec.rows is not None else spec
+
+    table.update({k: tagged(s) for k, s in saved.items()})
+    try:
+        yield
+    finally:
+        table.clear()
+        table.update(saved)
+
+
+def with_criteria(row: ClaimRow, study, records: list[dict]) -> ClaimRow:
+    """The row with its criteria commit and the code commits of the stored records its study read
+    (:mod:`qlib.criteria`); a PASS whose criterion came after those data reads "criterion after
+    data". A row no spec named (built outside ``spec.rows``) is judged by every threshold of its
+    study's specs. A row that names its data (``criteria["data"]``: cache-name prefixes, e.g. a
+    fresh stream's) is judged against those records only."""
+    table = getattr(study, "CLAIMS", {}) or {}
+    key = (row.criteria or {}).get("spec")
+    names = (row.criteria or {}).get("data")
+    specs = [table[key]] if key in table else list(table.values())
+    paths = tuple(sorted({tuple(p) for s in specs for p in s.thresholds}))
+    stored = [r for r in records if r.get("stored", True)
+              and (not names or any(str(r.get("name", "")).startswith(n) for n in names))]
+    if not stored:
+        return row
+    commit = criteria.criteria_commit(study.__name__, paths)
+    state, codes, bounds = criteria.judge(commit, stored)
+    info = {"spec": key or "", "commit": commit, "data": state, "code_commits": codes,
+            "written_at": bounds, "records": len(stored), **({"names": names} if names else {})}
+    fix: dict = {"criteria": info}
+    if state == criteria.AFTER_DATA and row.verdict == "PASS":
+        fix["outcome"] = criteria.AFTER_DATA
+    return dataclasses.replace(row, **fix)
 
 
 #: The resolution of a supermarket claim row that runs no near wrong model (a finding, a

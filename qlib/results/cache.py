@@ -144,6 +144,40 @@ class NotStored(LookupError):
 _STORED_ONLY: contextvars.ContextVar = contextvars.ContextVar("qlib_stored_only", default=None)
 
 
+_READING: contextvars.ContextVar = contextvars.ContextVar("qlib_reading", default=None)
+
+
+@contextlib.contextmanager
+def reading():
+    """Yields a list that every point :func:`cached_points` returns inside this block appends its
+    stored record to (the first tier that holds the entry, whether the arrays came from it, the
+    local cache or a computation that stored it), or a stub naming no code commit where no tier
+    holds it: the data a study's rows read (:mod:`qlib.criteria`)."""
+    records: list[dict] = []
+    token = _READING.set(records)
+    try:
+        yield records
+    finally:
+        _READING.reset(token)
+
+
+def _note_read(name: str, params: Sequence[Mapping], seeds: Sequence[Any]) -> None:
+    read = _READING.get()
+    if read is None:
+        return
+    for p, s in zip(params, seeds):
+        for tier in ("default", "long"):
+            e = entry(tier, name, p, s)
+            if e is not None and e.json.exists():
+                try:
+                    read.append(e.record())
+                    break
+                except (OSError, ValueError):
+                    continue
+        else:
+            read.append({"key": key(name, p, s), "code_commit": "unknown", "commit": "", "stored": False})
+
+
 @contextlib.contextmanager
 def stored_only(tier: str):
     """Inside this block :func:`cached_points` computes nothing: it reads fresh entries of
@@ -178,7 +212,9 @@ def _cached_points(name, params, seeds, compute, *, group, refresh, study):
     if len(params) != len(seeds):
         raise ValueError(f"params and seeds must have the same length; got {len(params)} and {len(seeds)}")
     if _STORED_ONLY.get() is not None:
-        return _stored_only(name, params, seeds)
+        got = _stored_only(name, params, seeds)
+        _note_read(name, params, seeds)
+        return got
     tier, refresh = write_tier(), _refresh(refresh)
     out: list[dict[str, np.ndarray] | None] = [_read(name, p, s, tier, refresh)
                                                 for p, s in zip(params, seeds)]
@@ -194,6 +230,7 @@ def _cached_points(name, params, seeds, compute, *, group, refresh, study):
         provenance = rec.provenance([seeds[j] for j in idx]) if tier else [None] * len(idx)
         for j, res, prov in zip(idx, got, provenance):
             out[j] = keep(name, params[j], seeds[j], res, prov, study=study)
+    _note_read(name, params, seeds)
     return out  # type: ignore[return-value]
 
 
@@ -241,8 +278,11 @@ def look_up(name: str, params: Mapping, seed: int, *,
         The arrays, or None.
     """
     if _STORED_ONLY.get() is not None:
-        return _stored_only(name, [params], [seed])[0]
-    return _read(name, params, seed, write_tier(), _refresh(refresh))
+        got = _stored_only(name, [params], [seed])[0]
+    else:
+        got = _read(name, params, seed, write_tier(), _refresh(refresh))
+    _note_read(name, [params], [seed])
+    return got
 
 
 def keep(name: str, params: Mapping, seed: int, arrays: Mapping[str, Any], provenance: Mapping | None = None,

@@ -9,7 +9,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from types import ModuleType
 
-from qlib.claims import ClaimRow, with_source
+from qlib.claims import ClaimRow, tagging, with_criteria, with_source
+from qlib.results.cache import reading
 from qlib.runner.compute import run
 from qlib.studies import (
     families,
@@ -72,6 +73,10 @@ def collect(mode: str = "full", only: Iterable[str] | None = None,
             continue
         if progress:
             progress(title)
-        result = run(study, mode, progress=False)
-        rows.extend(with_source(r, title) for r in study.claim_rows(result))
+        with reading() as read, tagging(study):
+            result = run(study, mode, progress=False)
+            got = study.claim_rows(result)
+        if mode == "full":  # the thresholds judged are the full mode's; smoke runs judge nothing stored
+            got = [with_criteria(r, study, read) for r in got]
+        rows.extend(with_source(r, title) for r in got)
     return rows
