@@ -15,6 +15,12 @@ medians of the rounds, ratios (qlib / loop) medians of the per-round ratios. The
     python benchmarks/bench_good_loop.py --first-use
     python benchmarks/bench_good_loop.py --no-configure
 
+Issue 48: every row names the CPU and the instruction set it ran with. On a CPU with AVX-512 the
+configure_xla() mode runs a second time with AVX2 alone (XLA's ``--xla_cpu_max_isa=AVX2``, numba's
+haswell target less AVX-512, the C loop's ``-march=haswell``; :func:`isa_check` tests that the locked
+jaxlib honours the cap); on an AVX2 CPU the machine's own rows are the AVX2 rows. The configure_xla()
+mode also runs the long tier's own points (:data:`LONG_POINTS`, R = 8 and 32, with replacement).
+
 Three modes, each in a fresh process with XLA_FLAGS removed from its environment:
 ``--configure`` calls ``qlib.configure_xla()`` first (as the README says); ``--first-use`` never
 calls it, as a user's script that skips the optional first line, so qlib applies the flags on its
@@ -33,6 +39,7 @@ import json
 import os
 import platform
 import re
+import shutil
 import statistics
 import subprocess
 import sys
@@ -47,9 +54,83 @@ HEADING = "## The good loop (issue 29)"
 N, D, LAM = 1000, 10, 0.95
 REPLICAS = (1, 8, 64, 1024)
 REPLICAS_WITHOUT = (1, 8, 64)  # sampling without replacement (issue 43)
+#: The long tier's own points (issue 48), with replacement, from empty, in the configure_xla() mode:
+#: (label, n, d, lam); lam of the fluctuations point is family A's 1 - n^-0.5 (d = floor(n^0.4)).
+LONG_POINTS = (("fluctuations A, n = 3e4", 30_000, 61, 1.0 - 30_000 ** -0.5),
+               ("mixing k = 3, n = 3.6e4, d = 27", 36_000, 27, 1.0 - 0.45 / 27**2),
+               ("sweep, n = 2e5, d = 428", 200_000, 428, 1.0 - 7e-4))
+REPLICAS_LONG = (8, 32)
 THREADS = 2
 TARGET_BARE_1024 = 150e6  # issue 29: the numba loop without sums at R = 1024, replica-steps/s
 Z_MAX = 4.0  # the agreement checks, fixed before the run
+
+
+# --------------------------------------------------------------------------- instruction sets
+
+def cpu_flags() -> set[str]:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("flags"):
+                return set(line.split(":", 1)[1].split())
+    except OSError:
+        pass
+    return set()
+
+
+def native_isa() -> str:
+    """The widest x86 vector ISA of this CPU, as the rows name it."""
+    f = cpu_flags()
+    return "AVX-512" if "avx512f" in f else "AVX2" if "avx2" in f else "SSE/other"
+
+
+#: The ISAs a run measures: the machine's own, and AVX2 alone where the CPU has more (XLA's
+#: ``--xla_cpu_max_isa=AVX2``, numba's ``NUMBA_CPU_NAME=haswell`` with the host's features less
+#: AVX-512, the C loop's ``-march=haswell``). On an AVX2 CPU the two are the same run, made once.
+def isas() -> list[str]:
+    return ["native"] + (["AVX2"] if native_isa() == "AVX-512" else [])
+
+
+def isa_env(isa: str, env: dict) -> dict:
+    """The environment of a process that runs everything with ``isa``."""
+    env = dict(env)
+    if isa == "AVX2":
+        import llvmlite.binding as ll
+
+        feats = ll.get_host_cpu_features()
+        for k in list(feats):
+            if k.startswith(("avx512", "amx", "avx10", "evex512")):
+                feats[k] = False
+        env.update(XLA_FLAGS="--xla_cpu_max_isa=AVX2", NUMBA_CPU_NAME="haswell",
+                   NUMBA_CPU_FEATURES=feats.flatten(), GOOD_LOOP_MARCH="haswell")
+    return env
+
+
+def isa_check() -> dict:
+    """Does the locked jaxlib honour ``--xla_cpu_max_isa``? A small jitted float64 function compiled
+    in three processes (no cap, AVX2, SSE4_2), its XLA:CPU object code counted for 256-bit (ymm) and
+    512-bit (zmm) registers: SSE4_2 must leave no ymm and AVX2 no zmm."""
+    import glob
+    import tempfile
+
+    code = ("import jax, jax.numpy as jnp; jax.config.update('jax_enable_x64', True); "
+            "f = jax.jit(lambda x, y: jnp.exp(x) * y + x / y); "
+            "f(jnp.ones(4096), jnp.ones(4096)).block_until_ready()")
+    out = {}
+    if not shutil.which("objdump"):
+        return {"checked": False, "why": "no objdump"}
+    for isa in (None, "AVX2", "SSE4_2"):
+        d = tempfile.mkdtemp(prefix="qlib_isa_")
+        flags = f"--xla_dump_to={d} --xla_cpu_prefer_vector_width=512"
+        env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
+        env["XLA_FLAGS"] = flags + (f" --xla_cpu_max_isa={isa}" if isa else "")
+        subprocess.run([sys.executable, "-c", code], env=env, check=True, capture_output=True)
+        asm = "".join(subprocess.run(["objdump", "-d", o], capture_output=True, text=True).stdout
+                      for o in glob.glob(f"{d}/*.o"))
+        out[isa or "none"] = {"ymm": asm.count("%ymm"), "zmm": asm.count("%zmm")}
+        shutil.rmtree(d, ignore_errors=True)
+    out["honoured"] = out["SSE4_2"]["ymm"] == 0 and out["AVX2"]["zmm"] == 0 and out["none"]["ymm"] > 0
+    out["checked"] = True
+    return out
 
 
 def load() -> list[float]:
@@ -94,7 +175,17 @@ def _checks(sm, G, GC) -> dict:
 MODES = {"configure": "configure_xla()", "first-use": "on first use", "no-configure": "none"}
 
 
-def measure(mode: str, quick: bool) -> dict:
+def row_specs(mode: str) -> list[tuple]:
+    """(label, n, d, lam, replacement, R) of every row a mode's process measures: the n = 1000 point
+    in every mode, the long tier's points (:data:`LONG_POINTS`) in the configure_xla() mode only."""
+    rows = [("n = 1000, d = 10", N, D, LAM, True, R) for R in REPLICAS]
+    rows += [("n = 1000, d = 10", N, D, LAM, False, R) for R in REPLICAS_WITHOUT]
+    if mode == "configure":
+        rows += [(label, n, d, lam, True, R) for label, n, d, lam in LONG_POINTS for R in REPLICAS_LONG]
+    return rows
+
+
+def measure(mode: str, quick: bool, isa: str = "native") -> dict:
     """All rounds in this process; returns the JSON-able record."""
     import qlib
 
@@ -110,30 +201,33 @@ def measure(mode: str, quick: bool) -> dict:
     import good_loop as G
     import good_loop_c as GC
 
-    rec = {"mode": mode, "load_start": load()}
+    rec = {"mode": mode, "isa": native_isa() if isa == "native" else isa, "cpu": machine_cpu(),
+           "load_start": load()}
     rec["checks"] = _checks(sm, G, GC)  # qlib's first use: "first-use" gets its flags here
     rec.update(xla_flags=os.environ.get("XLA_FLAGS", ""),
+               numba_cpu=[os.environ.get("NUMBA_CPU_NAME", "host"),
+                          "host features" if "NUMBA_CPU_FEATURES" not in os.environ
+                          else "host features less AVX-512"],
                devices=f"{len(jax.devices())} x {jax.devices()[0].platform}")
     if not rec["checks"]["passed"]:
         raise SystemExit(f"the good loop failed its checks: {rec['checks']}")
     have_c = GC.compiler() is not None
-    pw, p64 = G.power_table(N, D), G.arrival_threshold(LAM)
     work = 8_000_000 if quick else 40_000_000
     rounds = 3 if quick else 5
     rows = []
-    for replacement, R in [(True, R) for R in REPLICAS] + [(False, R) for R in REPLICAS_WITHOUT]:
+    for label, n, d, lam, replacement, R in row_specs(mode):
         steps = max(1_000, work // R)
-        pw = G.power_table(N, D, replacement)
+        pw, p64 = G.power_table(n, d, replacement), G.arrival_threshold(lam)
 
         def qlib_run(seed):
-            sm.simulate(N, D, LAM, steps=steps, replicas=R, seed=seed,  # noqa: B023  (called within this iteration only)
+            sm.simulate(n, d, lam, steps=steps, replicas=R, seed=seed,  # noqa: B023  (called within this iteration only)
                         replacement=replacement)  # noqa: B023
 
         def loop_run(adv, sums):
             def f(seed):
-                st, u = G.xoshiro_states(seed, R), G.empty_counts(N, R)  # noqa: B023  (called within this iteration only)
+                st, u = G.xoshiro_states(seed, R), G.empty_counts(n, R)  # noqa: B023  (called within this iteration only)
                 t = time.perf_counter(), time.process_time()
-                adv(st, u, pw, p64, N, steps, sums=sums, threads=THREADS)  # noqa: B023  (called within this iteration only)
+                adv(st, u, pw, p64, n, steps, sums=sums, threads=THREADS)  # noqa: B023  (called within this iteration only)
                 return time.perf_counter() - t[0], time.process_time() - t[1]
             return f  # noqa: B023  (the inner f above, not the loop variable of the warm-up)
 
@@ -164,8 +258,8 @@ def measure(mode: str, quick: bool) -> dict:
                 wall[name].append(w)
                 cpu[name].append(c)
         n_steps = R * steps
-        row = {"R": R, "replacement": replacement, "steps": steps, "qlib_first_call_s": compile_s,
-               "loads": loads,
+        row = {"point": label, "n": n, "d": d, "lam": lam, "R": R, "replacement": replacement, "steps": steps,
+               "isa": rec["isa"], "cpu": rec["cpu"], "qlib_first_call_s": compile_s, "loads": loads,
                "rate": {k: n_steps / statistics.median(v) for k, v in wall.items()},
                "rate_per_cpu_s": {k: n_steps / statistics.median(v) for k, v in cpu.items()},
                "rounds_wall_s": wall}
@@ -173,11 +267,18 @@ def measure(mode: str, quick: bool) -> dict:
                         for k in runners if k != "qlib"}
         rows.append(row)
         rates = ", ".join(f"{k} {v / 1e6:.1f}" for k, v in row["rate"].items())
-        print(f"[{mode}] {'with' if replacement else 'without'} R = {R}: {rates} M/s; load {loads[-1]}",
-              file=sys.stderr, flush=True)
+        print(f"[{mode}, {rec['isa']}] {label}, {'with' if replacement else 'without'} R = {R}: {rates} M/s; "
+              f"load {loads[-1]}", file=sys.stderr, flush=True)
     rec.update(rows=rows, load_end=load(), rounds=rounds, work_per_call=work, threads=THREADS, have_c=have_c,
                c_compiler=GC.compiler_version(), c_flags=" ".join(GC.FLAGS))
     return rec
+
+
+def machine_cpu() -> str:
+    try:
+        return re.search(r"model name\s*:\s*(.*)", Path("/proc/cpuinfo").read_text()).group(1).strip()
+    except (OSError, AttributeError):
+        return "unknown"
 
 
 # --------------------------------------------------------------------------- both modes
@@ -208,17 +309,20 @@ def machine() -> dict:
 
 
 def run_both(quick: bool = False, write: bool = True) -> dict:
-    """The three modes, each in a fresh subprocess (XLA_FLAGS removed from their environment)."""
+    """The three modes, each in a fresh subprocess (XLA_FLAGS removed from their environment), for the
+    machine's ISA; and the configure_xla() mode for AVX2 alone where the CPU has more (:func:`isas`)."""
     env = {k: v for k, v in os.environ.items() if k not in ("XLA_FLAGS", "QLIB_AUTO_XLA")}
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT)] + [p for p in [env.get("PYTHONPATH")] if p])
     sys.path.insert(0, str(ROOT))
-    out = {"machine": machine(), "instance": {"n": N, "d": D, "lam": LAM}, "load_start": load(), "modes": {}}
-    for mode in MODES:
-        cmd = [sys.executable, str(Path(__file__).resolve()), f"--{mode}"]
-        if quick:
-            cmd.append("--quick")
-        r = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, text=True, check=True)
-        out["modes"][mode] = json.loads(r.stdout)
+    out = {"machine": machine(), "instance": {"n": N, "d": D, "lam": LAM}, "native_isa": native_isa(),
+           "isa_check": isa_check(), "load_start": load(), "modes": {}}
+    for isa in isas():
+        for mode in MODES if isa == "native" else ["configure"]:
+            cmd = [sys.executable, str(Path(__file__).resolve()), f"--{mode}", "--isa", isa]
+            if quick:
+                cmd.append("--quick")
+            r = subprocess.run(cmd, env=isa_env(isa, env), stdout=subprocess.PIPE, text=True, check=True)
+            out["modes"][mode if isa == "native" else f"{mode}@{isa}"] = json.loads(r.stdout)
     out["load_end"] = load()
     print(table(out))
     if write:
@@ -235,16 +339,17 @@ COLS = [("numba_sums", "numba, sums"), ("c_sums", "C, sums"), ("numba_bare", "nu
 
 
 def table(out: dict) -> str:
-    lines = ["| qlib's XLA flags | sampling | R | qlib (M/s) | numba sums | C sums | numba no sums | "
-             "C no sums | qlib / numba sums | qlib / C sums | qlib / numba no sums | qlib / C no sums | "
-             "load (1 min) |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
-    for mode, rec in out["modes"].items():
+    lines = ["| qlib's XLA flags | CPU | ISA | point | sampling | R | qlib (M/s) | numba sums | C sums | "
+             "numba no sums | C no sums | qlib / numba sums | qlib / C sums | qlib / numba no sums | "
+             "qlib / C no sums | load (1 min) |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for rec in out["modes"].values():
         for r in rec["rows"]:
             rate, ratio = r["rate"], r["ratio"]
             loads = [x[0] for x in r["loads"]]
             lines.append(
-                f"| {MODES[mode]} | {_sampling(r)} | {r['R']} | {rate['qlib'] / 1e6:.1f} | "
+                f"| {MODES[rec['mode']]} | {_cpu(r, rec)} | {_isa(r, rec)} | {_point(r)} | {_sampling(r)} | "
+                f"{r['R']} | {rate['qlib'] / 1e6:.1f} | "
                 + " | ".join(f"{rate[k] / 1e6:.1f}" if k in rate else "–" for k, _ in COLS) + " | "
                 + " | ".join(f"**{ratio[k]:.2f}**" if k in ratio else "–" for k, _ in COLS)
                 + f" | {min(loads):.1f}–{max(loads):.1f} |")
@@ -255,13 +360,27 @@ def _sampling(row: dict) -> str:
     return "with" if row.get("replacement", True) else "without"
 
 
+def _point(row: dict) -> str:
+    return row.get("point", f"n = {N}, d = {D}")
+
+
+def _isa(row: dict, rec: dict) -> str:
+    return row.get("isa", rec.get("isa", "?"))
+
+
+def _cpu(row: dict, rec: dict) -> str:
+    return row.get("cpu", rec.get("cpu", "?"))
+
+
 def cpu_table(out: dict) -> str:
-    lines = ["| qlib's XLA flags | sampling | R | qlib | numba sums | C sums | numba no sums | C no sums |",
-             "|---|---|---|---|---|---|---|---|"]
-    for mode, rec in out["modes"].items():
+    lines = ["| qlib's XLA flags | ISA | point | sampling | R | qlib | numba sums | C sums | numba no sums | "
+             "C no sums |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
+    for rec in out["modes"].values():
         for r in rec["rows"]:
             c = r["rate_per_cpu_s"]
-            lines.append(f"| {MODES[mode]} | {_sampling(r)} | {r['R']} | {c['qlib'] / 1e6:.1f} | "
+            lines.append(f"| {MODES[rec['mode']]} | {_isa(r, rec)} | {_point(r)} | {_sampling(r)} | "
+                         f"{r['R']} | {c['qlib'] / 1e6:.1f} | "
                          + " | ".join(f"{c[k] / 1e6:.1f}" if k in c else "–" for k, _ in COLS) + " |")
     return "\n".join(lines)
 
@@ -274,7 +393,8 @@ def targets_43(rec: dict) -> str:
     """One line: issue 43's targets against this run's ratios (the configure_xla() mode)."""
     parts = []
     for (repl, R), want in TARGETS_43.items():
-        row = next((r for r in rec["rows"] if r["R"] == R and r.get("replacement", True) == repl), None)
+        row = next((r for r in rec["rows"] if r["R"] == R and r.get("replacement", True) == repl
+                    and r.get("n", N) == N), None)
         if row is None:
             continue
         got = row["ratio"]["numba_sums"]
@@ -283,6 +403,57 @@ def targets_43(rec: dict) -> str:
     return ("Issue 43's targets (set for a quiet machine; this run's load is in the table), qlib / numba "
             "with sums under configure_xla(): "
             + "; ".join(parts) + ".")
+
+
+#: issue 48's targets with AVX2 alone, qlib / numba with sums: (point or None for n = 1000, replacement,
+#: R) -> at least
+TARGETS_48 = {(None, True, 1): 0.7, (None, True, 8): 1.0, (None, True, 32): 1.0, (None, True, 64): 1.0,
+              (None, False, 1): 0.7, (None, False, 64): 0.7,
+              **{(label, True, 32): 1.0 for label, *_ in LONG_POINTS}}
+
+
+def avx2_run(out: dict) -> dict | None:
+    """The configure_xla() process that ran with AVX2 alone: forced, or the machine's own ISA."""
+    if "configure@AVX2" in out["modes"]:
+        return out["modes"]["configure@AVX2"]
+    conf = out["modes"].get("configure", {})
+    return conf if conf.get("isa") == "AVX2" else None
+
+
+def targets_48(out: dict) -> str:
+    """One line: issue 48's targets against the AVX2 run's ratios."""
+    rec = avx2_run(out)
+    if rec is None:
+        return "Issue 48's targets (AVX2 alone): no AVX2 run on this CPU."
+    parts = []
+    for (label, repl, R), want in TARGETS_48.items():
+        row = next((r for r in rec["rows"] if r["R"] == R and r.get("replacement", True) == repl
+                    and (r.get("point") == label if label else r.get("n", N) == N)), None)
+        if row is None:
+            parts.append(f"{label or f'n = {N}'}, {'with' if repl else 'without'}, R = {R}: not measured "
+                         f"(≥ {want:g})")
+            continue
+        got = row["ratio"]["numba_sums"]
+        parts.append(f"{label or f'n = {N}'}, {'with' if repl else 'without'}, R = {R}: {got:.2f} "
+                     f"(≥ {want:g}: {'met' if got >= want else 'not met'})")
+    return (f"Issue 48's targets with AVX2 alone ({rec['cpu']}, {rec['isa']}; set for a quiet machine, "
+            "this run's load is in the table), qlib / numba with sums under configure_xla(): "
+            + "; ".join(parts) + ".")
+
+
+def isa_line(out: dict) -> str:
+    ck = out.get("isa_check", {})
+    if not ck.get("checked"):
+        return f"ISA cap not checked ({ck.get('why', 'no record')})."
+    return (f"This CPU's own ISA: {out['native_isa']}"
+            + ("" if out["native_isa"] == "AVX-512"
+               else " (the AVX2 rows are the machine's own; nothing to force)")
+            + ". Does the locked jaxlib honour `--xla_cpu_max_isa`? A small float64 function's XLA:CPU "
+            f"object code had {ck['none']['ymm']} ymm / {ck['none']['zmm']} zmm register uses uncapped, "
+            f"{ck['AVX2']['ymm']} / {ck['AVX2']['zmm']} with `=AVX2`, {ck['SSE4_2']['ymm']} / "
+            f"{ck['SSE4_2']['zmm']} with `=SSE4_2`: {'honoured' if ck['honoured'] else 'NOT honoured'}. "
+            "numba's AVX2 rows: `NUMBA_CPU_NAME=haswell` with `NUMBA_CPU_FEATURES` = the host's features "
+            "less AVX-512 (the name alone keeps the host's features); C: `-march=haswell`.")
 
 
 def section(out: dict, quick: bool) -> str:
@@ -343,6 +514,10 @@ def section(out: dict, quick: bool) -> str:
         "",
         targets_43(conf),
         "",
+        targets_48(out),
+        "",
+        isa_line(out),
+        "",
         f"Checks in each process before the rounds: the numba loop at n = {ck['point']['n']}, "
         f"d = {ck['point']['d']}, λ = {ck['point']['lam']} ({ck['point']['replicas']} replicas, "
         f"{ck['point']['steps']:.0e} steps after "
@@ -380,10 +555,12 @@ def main(argv=None) -> int:
                    help="one mode in this process: never call configure_xla() (qlib applies it); print JSON")
     g.add_argument("--no-configure", dest="mode", action="store_const", const="no-configure",
                    help="one mode in this process: none of qlib's flags (QLIB_AUTO_XLA=0); print JSON")
+    ap.add_argument("--isa", default="native", choices=["native", "AVX2"],
+                    help="with a mode: the ISA its environment was set up for (run_both sets it)")
     a = ap.parse_args(argv)
     sys.path.insert(0, str(ROOT))
     if a.mode:
-        print(json.dumps(measure(a.mode, a.quick), default=float))
+        print(json.dumps(measure(a.mode, a.quick, a.isa), default=float))
         return 0
     run_both(a.quick, write=not a.no_readme)
     return 0

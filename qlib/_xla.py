@@ -39,8 +39,21 @@ def _device_count() -> int:
         return os.cpu_count() or 1
 
 
+def isa_capped(current: str | None = None) -> bool:
+    """True if ``XLA_FLAGS`` (or ``current``) caps XLA:CPU's instruction set below AVX-512
+    (``--xla_cpu_max_isa=AVX2`` etc.): XLA then emits no 512-bit vectors whatever the CPU has."""
+    import re
+
+    f = os.environ.get("XLA_FLAGS", "") if current is None else current
+    m = re.search(r"--xla_cpu_max_isa=(\S+)", f)
+    return bool(m) and not m.group(1).upper().startswith("AVX512")
+
+
 def wide_vectors_supported() -> bool:
-    """True on an x86 CPU whose kernel reports AVX-512 Foundation (``avx512f`` in /proc/cpuinfo)."""
+    """True on an x86 CPU whose kernel reports AVX-512 Foundation (``avx512f`` in /proc/cpuinfo),
+    unless ``XLA_FLAGS`` caps the instruction set below it (:func:`isa_capped`)."""
+    if isa_capped():
+        return False
     try:
         with open("/proc/cpuinfo") as f:
             for line in f:
