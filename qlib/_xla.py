@@ -10,7 +10,9 @@
   is 256): the event map's float64 arithmetic (log U, U^(1/d)) and the step loop's compares and
   sums run twice as wide, 1.5-1.8x the chain's rate (benchmarks/README.md, "The good loop").
   Every operation is still an IEEE float64 or integer operation on each element, so the numbers
-  do not change: the stored results verify bit for bit under either width (tested).
+  do not change: the stored results verify bit for bit under either width (tested). Not when
+  ``XLA_FLAGS`` caps the instruction set below AVX-512 (``--xla_cpu_max_isa=AVX2``, as
+  benchmarks/bench_good_loop.py does to measure a CPU without it): XLA then has no 512-bit vectors.
 
 Both are read by XLA once, when JAX starts its CPU backend, so :func:`configure_xla` must run
 before anything is computed. Flags already in ``XLA_FLAGS`` are kept; ``QLIB_HOST_DEVICES=N``
