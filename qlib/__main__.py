@@ -148,6 +148,10 @@ def main(argv: list[str] | None = None) -> int:
     rs.add_argument("--summary", action="store_true", help="one line per stored entry (the default)")
     rs.add_argument("--verify", action="store_true",
                     help="check every stored entry and recompute its checkpoint")
+    for p in (f, lg):
+        p.add_argument("--allow-dirty", action="store_true",
+                       help="run on code with uncommitted changes (refused otherwise); the records name the "
+                            "diff's hash")
     for p in (r, f, lg):
         p.add_argument("--scale", type=float, default=None,
                        help="multiply every full-mode run length by this factor (default 1)")
@@ -169,7 +173,8 @@ def main(argv: list[str] | None = None) -> int:
 
         # --scale runs write no default tier; --from-results reads it like a notebook does
         default = not a.smoke and a.scale in (None, 1.0) and not a.from_results
-        writing = results.writing("default", "make figures", prune_after=not a.only)
+        writing = results.writing("default", "make figures", prune_after=not a.only,
+                                  allow_dirty=a.allow_dirty)
         with writing if default else contextlib.nullcontext():
             return figures(a.only, a.smoke)
     except KeyboardInterrupt:

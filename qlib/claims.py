@@ -61,6 +61,7 @@ STUDIES: dict[str, str] = {
     "supermarket: level flow": "qlib.studies.level_flow",
     "supermarket: exact stationary samples": "qlib.studies.perfect",
     "supermarket: fluctuations": "qlib.studies.fluctuations",
+    "supermarket: k = 3 inside the regime": "qlib.studies.k3",
 }
 
 KINDS = ("claim", "identity", "measurement", "check")

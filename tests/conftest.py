@@ -135,9 +135,13 @@ def pytest_collection_modifyitems(config, items):
 def tiers(tmp_path, monkeypatch):
     """A private cache and results folder; no tier written unless a test says so."""
     from qlib import results
+    from qlib.results import pins
 
     monkeypatch.setenv("QLIB_CACHE", str(tmp_path / "cache"))
     monkeypatch.setenv(results.RESULTS_DIR_ENV, str(tmp_path / "results"))
-    for k in (results.WRITE_ENV, results.RUN_ENV, results.LOG_ENV, "QLIB_REFRESH"):
+    for k in (results.WRITE_ENV, results.RUN_ENV, results.LOG_ENV, "QLIB_REFRESH", pins.CODE_ENV):
         monkeypatch.delenv(k, raising=False)
+    # the suite runs in a working tree being edited: a run that writes a tier proceeds on it (the
+    # refusal and the recorded diff are tested on a throw-away repository, tests/test_pins.py)
+    monkeypatch.setenv(pins.ALLOW_DIRTY_ENV, "1")
     return tmp_path / "results"

@@ -14,6 +14,7 @@ from qlib.claims import STUDIES
 from qlib.config import SCALE_ENV
 from qlib.results.checkpoints import verify
 from qlib.results.freshness import stale_reasons
+from qlib.results.pins import criteria_after, pin_problems
 from qlib.results.store import STUDY_ENV, TIERS, entries
 from qlib.results.tier import primary_process, summary, writing
 
@@ -85,10 +86,12 @@ def estimate_work(modules: Sequence[str], scale: float) -> float:
     return total + scale * default_total
 
 
-def run_long(jobs: Sequence[tuple[str, Any]], *, scale: float, mode: str = "full", out=print) -> None:
+def run_long(jobs: Sequence[tuple[str, Any]], *, scale: float, mode: str = "full", out=print,
+             allow_dirty: bool = False) -> None:
     """Run each study's ``run(mode)`` with the long tier written (entries stored one point at a
     time, atomically; a rerun skips every point the tiers already hold fresh), printing one
-    progress line per stored entry. ``jobs``: (title, module name or callable)."""
+    progress line per stored entry. ``jobs``: (title, module name or callable). Refuses to start
+    on uncommitted code unless ``allow_dirty`` (:func:`qlib.results.pins.start_run`)."""
     import importlib
 
     modules = [m for _, m in jobs if isinstance(m, str)]
@@ -96,7 +99,7 @@ def run_long(jobs: Sequence[tuple[str, Any]], *, scale: float, mode: str = "full
     line = f"python -m qlib results-long --scale {scale:g}" + (f" ({mode} mode)" if mode != "full" else "")
     progress = _Progress(estimate_work(modules, scale), out=out)
     try:
-        with writing("long", line, out=out, on_stored=progress.update):
+        with writing("long", line, out=out, on_stored=progress.update, allow_dirty=allow_dirty):
             for title, job in jobs:
                 out(f"[qlib] results-long: {title}", flush=True)
                 os.environ[STUDY_ENV] = job if isinstance(job, str) else title
@@ -143,17 +146,25 @@ def cli(a) -> int:
     """``python -m qlib results`` and ``python -m qlib results-long`` (see :mod:`qlib.__main__`)."""
     if a.cmd == "results":
         if a.verify:
-            bad = 0
+            bad = unknown = later = 0
             for tier in TIERS:
                 for e in entries(tier):
-                    problems = verify(e, recompute=True) + stale_reasons(
-                        e.record() if e.json.exists() else {}
-                    )
+                    rec = e.record() if e.json.exists() else {}
+                    # the pins: the criteria commit is an ancestor of the code commit (qlib.results.pins)
+                    pinned, unknowns = pin_problems(rec)
+                    problems = verify(e, recompute=True) + stale_reasons(rec) + pinned
                     bad += bool(problems)
-                    print(
-                        f"{tier}/{e.stem.name}: {'; '.join(problems) if problems else 'verified'}", flush=True
-                    )
-            print(f"[qlib] results: {bad} entries fail verification")
+                    unknown += bool(unknowns) and not problems
+                    after = criteria_after(rec)
+                    later += after is not None
+                    notes = ([f"({', '.join(unknowns)})"] if unknowns else []) + (
+                        [f"(its study's criteria changed after its code, at {after[:9]}: "
+                         "criterion after data)"]
+                        if after else [])
+                    print(f"{tier}/{e.stem.name}: {'; '.join(problems) if problems else 'verified'}"
+                          + "".join(" " + n for n in notes), flush=True)
+            print(f"[qlib] results: {bad} entries fail verification; {unknown} verified with a pin unknown; "
+                  f"{later} whose study's criteria file changed after their code commit")
             return 1 if bad else 0
         print(summary())
         return 0
@@ -164,6 +175,7 @@ def cli(a) -> int:
             ["results-long", "--scale", repr(a.scale or 1.0)]
             + (["--only", *a.only] if a.only else [])
             + (["--smoke"] if a.smoke else [])
+            + (["--allow-dirty"] if a.allow_dirty else [])
         )
         return _spawn_processes(argv, a.processes)
     run_long(
@@ -171,5 +183,6 @@ def cli(a) -> int:
         scale=a.scale or 1.0,
         mode="smoke" if a.smoke else "full",
         out=lambda *x, **k: print(*x, **k) if primary_process() else None,
+        allow_dirty=a.allow_dirty,
     )
     return 0

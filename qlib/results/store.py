@@ -27,6 +27,7 @@ import numpy as np
 import qlib
 from qlib.config import ROOT
 from qlib.results.environment import lock_hash
+from qlib.results.pins import record_fields
 from qlib.supermarket import chain
 
 TIERS = ("default", "long")
@@ -238,8 +239,13 @@ def make_record(
     tier: str, name: str, params: Mapping, seed: Any, arrays: Mapping[str, np.ndarray], provenance: Mapping
 ) -> dict:
     """The record of an entry. ``provenance`` (from :func:`qlib.results.cache.recording`): wall_s, cpu_s,
-    computed_together, simulations (chains), checkpoint."""
+    computed_together, simulations (chains), checkpoint. ``commit`` and ``code_commit`` are the
+    commit the run started from; ``code_diff``, ``criteria_file``, ``criteria_commit``: see
+    :mod:`qlib.results.pins`."""
     sims = list(provenance.get("simulations", []))
+    study = os.environ.get(STUDY_ENV) or provenance.get("study")
+    # the code as it was when the run started, not HEAD now (qlib.results.pins)
+    pins = record_fields(study)
     rec = {
         "name": name,
         "params": jsonable(params),
@@ -247,7 +253,7 @@ def make_record(
         "key": entry_key(name, params, seed),
         "tier": tier,
         "command": command(),
-        "commit": git_commit(),
+        "commit": pins["code_commit"],
         "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "versions": versions(),
         "lock": lock_hash(),
@@ -255,7 +261,8 @@ def make_record(
         "wall_s": round(float(provenance.get("wall_s", 0.0)), 3),
         "cpu_s": round(float(provenance.get("cpu_s", 0.0)), 3),
         "computed_together": int(provenance.get("computed_together", 1)),
-        "study": os.environ.get(STUDY_ENV) or provenance.get("study"),
+        "study": study,
+        **pins,
         "replicas": max((c["replicas"] for c in sims), default=0),
         "steps": int(sum(c["steps"] + c["burn_in"] for c in sims)),
         "replica_steps": int(sum((c["steps"] + c["burn_in"]) * c["replicas"] for c in sims)),

@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from qlib.results.freshness import read, stale_reasons, status
+from qlib.results.pins import CODE_ENV, start_run
 from qlib.results.store import (
     COMMAND_ENV,
     FLOAT_RTOL,
@@ -244,16 +245,20 @@ def summary(tiers: Sequence[str] = TIERS) -> str:
 
 @contextlib.contextmanager
 def writing(tier: str, command_line: str, *, prune_after: bool = False, out=print,
-            on_stored: Callable[[Mapping], None] | None = None):
+            on_stored: Callable[[Mapping], None] | None = None, allow_dirty: bool = False):
     """Make this process (and the notebook kernels it starts, through the environment) write
     ``tier``: every entry computed is compared with the stored one and written (see
     :func:`commit`). On exit, print the comparison (:func:`report`: "reproduced N of N" and
     every mismatch by name); with ``prune_after`` (a complete ``make figures``), remove the
     entries of the tier that this run did not produce. ``on_stored(record)`` is called for each
-    entry this process stores new or changed. Yields the log path."""
+    entry this process stores new or changed. The code's commit is captured here, when the run
+    starts; uncommitted changes to the code make it refuse (RuntimeError) unless ``allow_dirty``
+    (:func:`qlib.results.pins.start_run`). Yields the log path."""
     if root() is None:
         yield None
         return
+    had_code = os.environ.get(CODE_ENV)
+    start_run(allow_dirty)
     import tempfile
     import uuid
 
@@ -269,6 +274,8 @@ def writing(tier: str, command_line: str, *, prune_after: bool = False, out=prin
         completed = True
     finally:
         _ON_STORED.reset(token)
+        if had_code is None:  # the next run captures its own start
+            os.environ.pop(CODE_ENV, None)
         for k, v in old.items():
             if v is None:
                 os.environ.pop(k, None)
