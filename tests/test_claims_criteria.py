@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from qlib import claims, criteria
+from qlib import criteria
 from qlib.config import ROOT
 from qlib.results import pins
 
@@ -67,14 +67,14 @@ def test_the_walk_fails_on_a_pass_row_judged_by_a_later_criterion():
 
 def test_the_table_names_the_criteria_commit_git_history_gives():
     """Recomputed, not believed: each row's criteria commit from its study's thresholds now."""
-    import importlib
+    from qlib.runner.registry import STUDIES
 
     rows = _rows()
     for r in rows:
         info = r.get("criteria") or {}
         if "commit" not in info:
             continue
-        study = importlib.import_module(claims.STUDIES[r["source"]])
+        study = STUDIES[r["source"]]
         specs = [study.CLAIMS[info["spec"]]] if info["spec"] else list(study.CLAIMS.values())
         paths = tuple(sorted({tuple(p) for s in specs for p in s.thresholds}))
         assert criteria.criteria_commit(study.__name__, paths) == info["commit"], (r["claim"], info)

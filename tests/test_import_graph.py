@@ -25,7 +25,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("qlib.plots", "qlib.explorers"),
     ("qlib.studies",),
     # a claim as data, its rows, their rendering and their power: what a study hands up
-    ("qlib.claims", "qlib.claims_table", "qlib.power"),
+    ("qlib.claims", "qlib.claims_table", "qlib.power", "qlib.criteria"),
     # storage: the stored results, their records and the sweep cache
     ("qlib.results",),
     # the model layer: the two models and the shared base modules they stand on
