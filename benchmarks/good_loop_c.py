@@ -17,7 +17,8 @@ from pathlib import Path
 import numpy as np
 
 SOURCE = Path(__file__).resolve().parent / "good_loop.c"
-FLAGS = ["-O3", "-march=native", "-fopenmp", "-shared", "-fPIC"]
+#: -march: the machine's own ISA, or ``GOOD_LOOP_MARCH`` (bench_good_loop.py's AVX2 rows set haswell)
+FLAGS = ["-O3", f"-march={os.environ.get('GOOD_LOOP_MARCH', 'native')}", "-fopenmp", "-shared", "-fPIC"]
 _LIB = None
 
 

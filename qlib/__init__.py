@@ -4,6 +4,7 @@
 - :mod:`qlib.heterogeneous` — M/M/n with heterogeneous servers and uninformed customers, Cabral.
 - :mod:`qlib.stats` — replica means, batch means, confidence intervals.
 - :mod:`qlib.claims` — the claims table; ``python -m qlib reproduce`` prints it.
+- :mod:`qlib.runner` — runs the studies (the claims table's rows, the long tier), above them.
 
 Importing qlib changes no global state. :func:`configure_xla` (call it first, before JAX runs
 anything) asks XLA for one host device per core, a larger small-while-loop threshold and, on a

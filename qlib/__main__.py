@@ -21,13 +21,14 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import os
 import re
 import sys
 import tempfile
 import time
 
-from qlib.config import ROOT, SCALE_ENV, cache_dir, enable_compilation_cache, figures_dir
+from qlib.config import ROOT, RunConfig, cache_dir, enable_compilation_cache, figures_dir, using
 from qlib.results.environment import warning_line
 
 README_START, README_END = "<!-- claims:start -->", "<!-- claims:end -->"
@@ -38,14 +39,14 @@ def reproduce(quick: bool, markdown: str | None = None, json_path: str | None = 
               update_readme: bool = False) -> int:
     # qlib's modules only once a command runs, after main()'s configure_xla() (XLA reads its
     # flags when JAX starts; the studies, results and claims import JAX)
-    from qlib import claims, claims_table
+    from qlib import claims, claims_table, runner
 
     for path in (markdown, json_path):
         if path:
             _check_writable_file(path)
     enable_compilation_cache()
     t0 = time.perf_counter()
-    rows = claims.collect("smoke" if quick else "full",
+    rows = runner.collect("smoke" if quick else "full",
                           progress=lambda title: print(f"[qlib] checking {title} ...", flush=True))
     print(claims_table.to_text(rows))
     print(f"[qlib] {time.perf_counter() - t0:.0f} s ({'quick' if quick else 'full'} mode)")
@@ -94,7 +95,7 @@ def figures(only: list[str] | None, smoke: bool) -> int:
     from qlib.results.cache import check_writable
 
     # A smoke run is a dry run: it leaves the published notebooks and figures alone.
-    env = {"QLIB_FIGURES": tempfile.mkdtemp(prefix="qlib-smoke-")} if smoke else None
+    env = {RunConfig.ENV["figures"]: tempfile.mkdtemp(prefix="qlib-smoke-")} if smoke else None
     if not smoke:
         check_writable(figures_dir(), "figures")
         check_writable(ROOT / "notebooks", "notebooks")
@@ -166,34 +167,41 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_PASS
     if line := warning_line():  # once per command: another environment may give other bits
         print(f"[qlib] {line}", flush=True)
+    config = RunConfig.from_environ()  # the run's configuration, built once (qlib.config)
     try:
         if getattr(a, "scale", None) is not None:
             if not (a.scale > 0 and a.scale != float("inf")):
                 raise ValueError(f"--scale must be a finite number > 0; got {a.scale!r}")
-            os.environ[SCALE_ENV] = repr(float(a.scale))
-        if a.cmd == "reproduce":
-            return reproduce(a.quick, a.markdown, a.json)
-        if a.cmd in ("results-long", "results"):
-            from qlib.results.long import cli  # after configure_xla(), as in reproduce()
-
-            return cli(a)
-        from qlib import results  # make figures recomputes results/default and compares (docs/running.md)
-
-        # --scale runs write no default tier; --from-results reads it like a notebook does
-        default = not a.smoke and a.scale in (None, 1.0) and not a.from_results
-        writing = results.writing("default", "make figures", prune_after=not a.only,
-                                  allow_dirty=a.allow_dirty)
-        with writing if default else contextlib.nullcontext():
-            return figures(a.only, a.smoke)
+            config = dataclasses.replace(config, scale=repr(float(a.scale)))
+        with using(config):
+            return _command(a)
     except KeyboardInterrupt:
         print("qlib: interrupted", file=sys.stderr)
         return EXIT_ERROR
     except Exception as e:  # one line, not a traceback: exit 2 means "no verdict"
         msg = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         print(f"qlib: error: {type(e).__name__}: {msg}", file=sys.stderr)
-        if os.environ.get("QLIB_TRACEBACK"):
+        if config.traceback:
             raise
         return EXIT_ERROR
+
+
+def _command(a: argparse.Namespace) -> int:
+    """Run the command ``a`` names, under the configuration in force."""
+    if a.cmd == "reproduce":
+        return reproduce(a.quick, a.markdown, a.json)
+    if a.cmd in ("results-long", "results"):
+        from qlib.runner.long import cli  # after configure_xla(), as in reproduce()
+
+        return cli(a)
+    from qlib import results  # make figures recomputes results/default and compares (docs/running.md)
+
+    # --scale runs write no default tier; --from-results reads it like a notebook does
+    default = not a.smoke and a.scale in (None, 1.0) and not a.from_results
+    writing = results.writing("default", "make figures", prune_after=not a.only,
+                              allow_dirty=a.allow_dirty)
+    with writing if default else contextlib.nullcontext():
+        return figures(a.only, a.smoke)
 
 
 if __name__ == "__main__":

@@ -10,7 +10,9 @@
   is 256): the event map's float64 arithmetic (log U, U^(1/d)) and the step loop's compares and
   sums run twice as wide, 1.5-1.8x the chain's rate (benchmarks/README.md, "The good loop").
   Every operation is still an IEEE float64 or integer operation on each element, so the numbers
-  do not change: the stored results verify bit for bit under either width (tested).
+  do not change: the stored results verify bit for bit under either width (tested). Not when
+  ``XLA_FLAGS`` caps the instruction set below AVX-512 (``--xla_cpu_max_isa=AVX2``, as
+  benchmarks/bench_good_loop.py does to measure a CPU without it): XLA then has no 512-bit vectors.
 
 Both are read by XLA once, when JAX starts its CPU backend, so :func:`configure_xla` must run
 before anything is computed. Flags already in ``XLA_FLAGS`` are kept; ``QLIB_HOST_DEVICES=N``
@@ -39,8 +41,21 @@ def _device_count() -> int:
         return os.cpu_count() or 1
 
 
+def isa_capped(current: str | None = None) -> bool:
+    """True if ``XLA_FLAGS`` (or ``current``) caps XLA:CPU's instruction set below AVX-512
+    (``--xla_cpu_max_isa=AVX2`` etc.): XLA then emits no 512-bit vectors whatever the CPU has."""
+    import re
+
+    f = os.environ.get("XLA_FLAGS", "") if current is None else current
+    m = re.search(r"--xla_cpu_max_isa=(\S+)", f)
+    return bool(m) and not m.group(1).upper().startswith("AVX512")
+
+
 def wide_vectors_supported() -> bool:
-    """True on an x86 CPU whose kernel reports AVX-512 Foundation (``avx512f`` in /proc/cpuinfo)."""
+    """True on an x86 CPU whose kernel reports AVX-512 Foundation (``avx512f`` in /proc/cpuinfo),
+    unless ``XLA_FLAGS`` caps the instruction set below it (:func:`isa_capped`)."""
+    if isa_capped():
+        return False
     try:
         with open("/proc/cpuinfo") as f:
             for line in f:

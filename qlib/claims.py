@@ -1,7 +1,8 @@
 """The claims table: one row per paper claim, theory against measurement, PASS or FAIL.
 
-Each study of :mod:`qlib.studies` (listed in :data:`STUDIES`) computes its numbers with
-``run(mode)`` and turns that same result into rows with ``claim_rows(result)``. The notebooks
+Each study of :mod:`qlib.studies` (listed in :data:`qlib.runner.STUDIES`, which runs them)
+computes its numbers with ``run(mode)`` and turns that same result into rows with
+``claim_rows(result)``. The notebooks
 call the same two functions, so the table printed by ``python -m qlib reproduce`` and written
 to ``figures/claims.md`` by ``make figures`` shows the numbers the figures show.
 
@@ -45,31 +46,22 @@ key), and the function that turns the result into rows.
 
 from __future__ import annotations
 
-import importlib
+import contextlib
+import dataclasses
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
+from qlib import criteria
 from qlib.power import NOT_COMPUTED, DPass, not_computed
-
-#: table section -> study module; imported lazily so `import qlib` stays light.
-STUDIES: dict[str, str] = {
-    "supermarket: maximum queue length": "qlib.studies.max_length",
-    "supermarket: scaling families": "qlib.studies.families",
-    "supermarket: mixing time": "qlib.studies.mixing",
-    "supermarket: mixing time in the regime": "qlib.studies.mixing_regime",
-    "heterogeneous servers": "qlib.studies.who_works_the_most",
-    "supermarket: level flow": "qlib.studies.level_flow",
-    "supermarket: exact stationary samples": "qlib.studies.perfect",
-    "supermarket: fluctuations": "qlib.studies.fluctuations",
-    "supermarket: k = 3 inside the regime": "qlib.studies.k3",
-}
 
 KINDS = ("claim", "identity", "measurement", "check")
 #: A row's verdict. PASS/FAIL: the criterion decided against a threshold fixed before the run.
 #: INCONCLUSIVE: the CI still straddles the threshold when the pre-set budget is spent.
 #: finding: a row outside the theorem's hypotheses (or a number with no sharp prediction): what
 #: is seen, never counted as a PASS.
-VERDICTS = ("PASS", "FAIL", "INCONCLUSIVE", "finding")
+#: "criterion after data": a row that would PASS under a criterion committed after the data it
+#: judges (issue 47, item 1; :mod:`qlib.criteria`): not counted PASS until fresh seeds judge it.
+VERDICTS = ("PASS", "FAIL", "INCONCLUSIVE", "finding", "criterion after data")
 MIN_TAUS = 10.0
 
 
@@ -225,6 +217,10 @@ class ClaimRow:
     #: the range of d′ for which JSQ(d′) at the row's point would pass its criterion (:mod:`qlib.power`),
     #: or why it is not computed; None where the row has no d (identities, measurements, checks)
     power: DPass | None = None
+    #: when its criterion was fixed and whether its data came after (:func:`with_criteria`):
+    #: spec, commit, data ("pinned" / "unpinned" / "criterion after data" / "unknown"), the records'
+    #: code_commits, and written_at: HEAD when those with an unknown code commit were written
+    criteria: dict | None = None
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
@@ -254,19 +250,53 @@ class ClaimRow:
                 and (self.power is None or self.power.excludes_far))
 
 
-def collect(mode: str = "full", only: Iterable[str] | None = None,
-            progress: Callable[[str], None] | None = None) -> list[ClaimRow]:
-    """Run every study (``run(mode)`` then ``claim_rows``) and return the rows, in table order."""
-    rows: list[ClaimRow] = []
-    for title, module in STUDIES.items():
-        if only is not None and title not in only:
-            continue
-        if progress:
-            progress(title)
-        study = importlib.import_module(module)
-        result = study.run(mode, progress=False)
-        rows.extend(_with_source(r, title) for r in study.claim_rows(result))
-    return rows
+@contextlib.contextmanager
+def tagging(study):
+    """While a study builds its rows, each spec of its ``CLAIMS`` names itself on the rows it
+    builds (``criteria["spec"]``): the thresholds a row is judged by."""
+    table = getattr(study, "CLAIMS", None)
+    if not isinstance(table, dict):
+        yield
+        return
+    saved = dict(table)
+
+    def tagged(spec):
+        def rows(result, s, _orig=spec.rows, _key=spec.key):
+            return [dataclasses.replace(r, criteria={**(r.criteria or {}), "spec": _key})
+                    for r in _orig(result, s)]
+        return dataclasses.replace(spec, rows=rows) if spec.rows is not None else spec
+
+    table.update({k: tagged(s) for k, s in saved.items()})
+    try:
+        yield
+    finally:
+        table.clear()
+        table.update(saved)
+
+
+def with_criteria(row: ClaimRow, study, records: list[dict]) -> ClaimRow:
+    """The row with its criteria commit and the code commits of the stored records its study read
+    (:mod:`qlib.criteria`); a PASS whose criterion came after those data reads "criterion after
+    data". A row no spec named (built outside ``spec.rows``) is judged by every threshold of its
+    study's specs. A row that names its data (``criteria["data"]``: cache-name prefixes, e.g. a
+    fresh stream's) is judged against those records only."""
+    table = getattr(study, "CLAIMS", {}) or {}
+    key = (row.criteria or {}).get("spec")
+    names = (row.criteria or {}).get("data")
+    specs = [table[key]] if key in table else list(table.values())
+    paths = tuple(sorted({tuple(p) for s in specs for p in s.thresholds}))
+    stored = [r for r in records if r.get("stored", True)
+              and (not names or any(str(r.get("name", "")).startswith(n) for n in names))]
+    if not stored:
+        return row
+    commit = criteria.criteria_commit(study.__name__, paths)
+    state, codes, bounds = criteria.judge(commit, stored)
+    info = {"spec": key or "", "commit": commit, "data": state, "code_commits": codes,
+            "written_at": bounds, "records": len(stored), **({"names": names} if names else {})}
+    fix: dict = {"criteria": info}
+    if state == criteria.AFTER_DATA and row.verdict == "PASS":
+        fix["outcome"] = criteria.AFTER_DATA
+    return dataclasses.replace(row, **fix)
 
 
 #: The resolution of a supermarket claim row that runs no near wrong model (a finding, a
@@ -275,7 +305,17 @@ NO_NEAR = ("no near wrong model run on this row: its evidence that the chain is 
            "it rests on the level-flow identity rows")
 
 
-def _with_source(row: ClaimRow, title: str) -> ClaimRow:
+def with_source(row: ClaimRow, title: str) -> ClaimRow:
+    """The row as the table shows it under section ``title``: its source, and where it has none,
+    the resolution of a supermarket claim that runs no near wrong model and why it has no d′ range.
+
+    Args:
+        row: a study's row.
+        title: the table section (a key of :data:`qlib.runner.STUDIES`).
+
+    Returns:
+        The row, or a copy with those fields filled in.
+    """
     fix = {}
     if not row.source:
         fix["source"] = title
@@ -303,6 +343,6 @@ def exit_failed(rows: list[ClaimRow]) -> bool:
 
 
 __all__ = [
-    "ClaimRow", "ClaimSpec", "Counterfactual", "STUDIES", "decide_band", "KINDS", "VERDICTS", "MIN_TAUS",
-    "collect", "se_distance", "combine", "counts", "decide", "exit_failed",
+    "ClaimRow", "ClaimSpec", "Counterfactual", "decide_band", "KINDS", "VERDICTS", "MIN_TAUS",
+    "with_source", "se_distance", "combine", "counts", "decide", "exit_failed",
 ]

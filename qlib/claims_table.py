@@ -27,10 +27,21 @@ def summary(rows: list[ClaimRow]) -> str:
         if kind == "claim":
             passing = [r for r in rows if r.kind == "claim" and r.verdict == "PASS"]
             computed = sum(r.power is not None and r.power.computed for r in passing)
-            txt += (f" ({sum(r.sound for r in passing)} of the {len(passing)} PASS sound: every far wrong "
-                    f"model fails, and the d′ range, computed for {computed} of them, excludes d/2 and 2d)")
+            sound = [r for r in passing if r.sound]
+            identify = sum(r.power is not None and r.power.computed for r in sound)
+            txt += (f" ({len(sound)} of the {len(passing)} PASS sound: every far wrong "
+                    f"model fails, and every band of d′ that passes, scanned for {computed} of them, lies "
+                    f"between d/2 and 2d; of the sound, {identify} identify d by that scan and "
+                    f"{len(sound) - identify} are not shown to tell d from 2d: no d′ scan, their "
+                    "evidence is their wrong models)")
         parts.append(txt)
     return "; ".join(parts) + "."
+
+
+def d_pass_bands(r: ClaimRow) -> list[list[int]] | None:
+    """Every band [low, high] of d′ that would pass the row's criterion (qlib.power's scan); None
+    where it is not computed."""
+    return [list(b) for b in r.power.bands] if r.power is not None and r.power.computed else None
 
 
 def d_pass_range(r: ClaimRow) -> list[int] | None:
@@ -86,6 +97,8 @@ FIGURES: dict[str, list[tuple[str, str]]] = {
                                               (r"", "04b_max_law.png")],
     "supermarket: fluctuations": [(r"autocorrelation", "02g_fluctuations_acf.png"),
                                   (r"", "01i_fluctuations_sd.png")],
+    "supermarket: k = 3 inside the regime": [(r"mixing time|relaxation", "02i_k3_mixing.png"),
+                                             (r"", "01j_k3_maximum.png")],
 }
 
 #: the longest key number (characters) the summary shows; the block below it has the whole measurement
@@ -356,7 +369,8 @@ def to_json(rows: list[ClaimRow]) -> str:
     ``verdict`` (one of :data:`VERDICTS`) and ``sound`` (:func:`counts` gives the summary).
     Derived numbers as :func:`published` writes them, so the file is the same on every CPU."""
     rows_out = [asdict(r) | {"verdict": r.verdict, "sound": r.sound, "d_pass_range": d_pass_range(r),
-                             "lam_pass_range": lam_pass_range(r)} for r in rows]
+                             "d_pass_bands": d_pass_bands(r), "lam_pass_range": lam_pass_range(r)}
+                for r in rows]
     return json.dumps(published(rows_out), indent=1, default=str)
 
 

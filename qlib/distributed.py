@@ -21,18 +21,18 @@ README.md, "Running on a cluster", has a SLURM script.
 
 from __future__ import annotations
 
-import os
 import sys
 from collections.abc import Sequence
 
 from qlib import _validate as V
+from qlib.config import RunConfig, current
 
-NUM_PROCESSES_ENV = "QLIB_NUM_PROCESSES"
-PROCESS_ID_ENV = "QLIB_PROCESS_ID"
+NUM_PROCESSES_ENV = RunConfig.ENV["num_processes"]
+PROCESS_ID_ENV = RunConfig.ENV["process_id"]
 
 
 def _env_int(name: str) -> int | None:
-    raw = os.environ.get(name, "").strip()
+    raw = {NUM_PROCESSES_ENV: current().num_processes, PROCESS_ID_ENV: current().process_id}[name]
     if not raw:
         return None
     try:

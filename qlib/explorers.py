@@ -329,8 +329,10 @@ class MixingExplorer:
 
         self.simulate_fn = simulate
         self.n_w = W.IntSlider(value=n, min=50, max=5000, step=50, description="n", **_slider_kw())
-        self.d_w = W.IntSlider(value=d, min=2, max=20, description="d", **_slider_kw())
-        self.lam_w = W.FloatSlider(value=lam, min=0.5, max=0.97, step=0.01, description="λ", **_slider_kw())
+        # up to the k = 3 window: d = 21, lam = 0.999 is k = 3 with (1-lam) d^2 = 0.44 (docs/models.md)
+        self.d_w = W.IntSlider(value=d, min=2, max=40, description="d", **_slider_kw())
+        self.lam_w = W.FloatSlider(value=lam, min=0.5, max=0.999, step=0.0005, description="λ",
+                                   readout_format=".4f", **_slider_kw())
         self.button = W.Button(description="simulate")
         self.log = W.Output()
         with style():

@@ -30,7 +30,7 @@ from IPython.display import Markdown
 from qlib._progress import progress_bar
 from qlib._xla import flags as xla_flags
 from qlib.claims_table import key_number, to_dataframe
-from qlib.config import ROOT, SMOKE_ENV
+from qlib.config import ROOT, SMOKE_ENV, current
 from qlib.plots import PUBLISH_ENV
 
 NOTEBOOK_DIR = ROOT / "notebooks"
@@ -238,8 +238,9 @@ def _execute(path: Path, nb, *, smoke, output, timeout, progress, extra_env, soc
 
     client.on_cell_start = patch_channels
     publish = "1" if output is not None and not smoke else None
-    env = {SMOKE_ENV: "1" if smoke else None, "XLA_FLAGS": xla_flags(),
-           PUBLISH_ENV: publish} | (extra_env or {})
+    # the kernel reads the run's configuration from its environment (qlib.config.RunConfig)
+    env = current().to_environ() | {SMOKE_ENV: "1" if smoke else None, "XLA_FLAGS": xla_flags(),
+                                     PUBLISH_ENV: publish} | (extra_env or {})
     with _env(**env):
         try:
             client.execute()

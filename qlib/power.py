@@ -10,9 +10,12 @@ is computed here, from the same predictions and the same thresholds as the row, 
 - :func:`refined_fraction`, :func:`fluid_fraction`: the fraction of queues with length exactly i;
 - :data:`CRITERIA`: per criterion (``"<study>.<claim>"``), the predicate "JSQ(d′) passes" given the
   row's ``inputs`` (its point, half-widths, bound) and the study's thresholds;
-- :func:`d_pass`: a row's :class:`DPass` (``low``, ``high``: the d′ range, an interval around d found
-  by bisection on each side within [1, 4d]); :func:`recompute`: the same from a published row and
-  the thresholds of the code as it is now (what ``tests/test_claims_power.py`` walks).
+- :func:`d_pass`: a row's :class:`DPass`: ``bands``, every band of d′ that passes, found by scanning
+  every integer d′ in [1, 4d] (issue 47: the fraction at k is not monotone in d′, and a bisection
+  around d missed second bands near d/5); ``low``, ``high``: the band around d. A band below d/2 or
+  above 2d makes the row unsound as surely as d/2 or 2d inside the band around d;
+  :func:`qlib.runner.power.recompute` (above the studies): the same from a published row and the
+  thresholds of the code as it is now (what ``tests/test_claims_power.py`` walks).
 
 A row whose criterion the theory cannot place (the maximum at finite n, a mixing time, a model with
 no d) carries a :class:`DPass` with ``low = high = None`` and the reason in ``why``; its soundness
@@ -23,7 +26,6 @@ This module imports nothing from :mod:`qlib.claims` (no import circle)."""
 from __future__ import annotations
 
 import functools
-import importlib
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -66,6 +68,8 @@ class DPass:
     why: str = ""
     lam_low: float | None = None
     lam_high: float | None = None
+    #: every band [low, high] of d′ in [D_MIN, D_MAX_FACTOR d] that passes (the scan), ascending
+    bands: tuple[tuple[int, int], ...] = ()
 
     @property
     def computed(self) -> bool:
@@ -76,22 +80,40 @@ class DPass:
         return self.computed and self.low <= x <= self.high
 
     @property
+    def far_bands(self) -> tuple[tuple[int, int], ...]:
+        """The bands of d′ that pass and reach d/2 or below, or 2d or above."""
+        return tuple((lo, hi) for lo, hi in self.bands if lo <= self.d / 2 or hi >= 2 * self.d)
+
+    @property
     def excludes_far(self) -> bool:
-        """The range excludes d/2 and 2d (True where it is not computed: nothing to say)."""
-        return not self.computed or not (self.contains(self.d / 2) or self.contains(2 * self.d))
+        """Every d′ that passes lies strictly between d/2 and 2d: the band around d excludes both,
+        and no other band passes below d/2 or above 2d (True where nothing is computed)."""
+        return not self.computed or not (self.contains(self.d / 2) or self.contains(2 * self.d)
+                                         or self.far_bands)
 
     def text(self) -> str:
         """The row's line in figures/claims.md."""
         if not self.computed:
             return f"not computed: {self.why}"
         top = self.high >= D_MAX_FACTOR * self.d
+
+        def band(lo, hi):
+            at_least = "at least " if hi >= D_MAX_FACTOR * self.d else ""
+            return f"{lo}" if lo == hi else f"{lo} to {at_least}{hi}"
+
         rng = f"{self.low} to {'at least ' if top else ''}{self.high}"
-        verdict = ("excludes d/2 and 2d" if self.excludes_far else
-                   "contains " + " and ".join(w for w, x in (("d/2", self.d / 2), ("2d", 2 * self.d))
-                                              if self.contains(x)))
+        others = [b for b in self.bands if b != (self.low, self.high)]
+        if others:
+            rng += "; other bands that pass: " + ", ".join(band(*b) for b in others)
+        inside = [w for w, x in (("d/2", self.d / 2), ("2d", 2 * self.d)) if self.contains(x)]
+        far = [band(*b) for b in self.far_bands if b != (self.low, self.high)]
+        verdict = ("excludes d/2 and 2d, no band beyond them" if self.excludes_far else
+                   "; ".join((["contains " + " and ".join(inside)] if inside else [])
+                             + ([f"a far band ({', '.join(far)}) beyond d/2 or 2d"] if far else [])))
         lam = ("" if self.lam_low is None else
                f"; λ′ that would pass: 1 - λ′ = {self.lam_low:.3f} to {self.lam_high:.3f} times 1 - λ")
-        return f"d′ = {rng} (d = {self.d}; {verdict}) at {self.at}{lam}; {self.method}"
+        scan = f"every integer d′ from {D_MIN} to {D_MAX_FACTOR * self.d} scanned"
+        return f"d′ = {rng} (d = {self.d}; {verdict}) at {self.at}{lam}; {self.method}; {scan}"
 
 
 # ---- the predictions -------------------------------------------------------------------------------
@@ -157,10 +179,18 @@ def _boundary(dd: int, x: dict, t: dict, f: float = 1.0) -> bool:
 
 def _family_most_at_k(dd: int, x: dict, t: dict, f: float = 1.0) -> bool:
     """families.most_at_k at the largest n: the fraction at k of JSQ(d′) (refined mean field) has its
-    lower CI end >= 1 - slack c and is within model_error + half of JSQ(d)'s refined value."""
+    lower CI end >= 1 - slack c, and it and the fractions at the neighbour levels are each within
+    model_error + half of JSQ(d)'s refined values."""
     n, e, k, h = x["n"], x["one_minus_lam"], x["k"], x["half"]
-    got, ref = at_level(refined_fraction(n, dd, f * e), k), at_level(refined_fraction(n, x["d"], e), k)
-    return got - h >= 1 - t["slack"] * x["c"] and within(got, h, ref, t["model_error"])
+    g, r = refined_fraction(n, dd, f * e), refined_fraction(n, x["d"], e)
+    got, ref = at_level(g, k), at_level(r, k)
+    if not (got - h >= 1 - t["slack"] * x["c"] and within(got, h, ref, t["model_error"])):
+        return False
+    # issue 47: the neighbour levels k + i too, each with the row's half-width there (``halves``, in the
+    # order of the levels k + i for i in sorted {0} and neighbour_levels, those >= 0)
+    levels = [k + o for o in sorted({0, *t.get("neighbour_levels", [])}) if k + o >= 0]
+    halves = x.get("halves", [h] * len(levels))
+    return all(within(at_level(g, i), hh, at_level(r, i), t["model_error"]) for i, hh in zip(levels, halves))
 
 
 @dataclass(frozen=True)
@@ -186,28 +216,29 @@ CRITERIA: dict[str, Criterion] = {
 }
 
 
+def pass_bands(passes: Callable[[int], bool], d: int, *, d_min: int = D_MIN,
+               d_max: int | None = None) -> tuple[tuple[int, int], ...]:
+    """Every band [low, high] of consecutive integers d′ in [d_min, d_max] (default D_MAX_FACTOR x d)
+    for which ``passes(d′)``: a scan of every d′, since the criteria are not monotone in d′ (issue 47:
+    the fraction at k of JSQ(d/5) can match JSQ(d)'s again)."""
+    d_max = D_MAX_FACTOR * d if d_max is None else d_max
+    bands: list[list[int]] = []
+    for dd in range(max(d_min, 1), d_max + 1):
+        if passes(dd):
+            if bands and bands[-1][1] == dd - 1:
+                bands[-1][1] = dd
+            else:
+                bands.append([dd, dd])
+    return tuple((lo, hi) for lo, hi in bands)
+
+
 def pass_range(passes: Callable[[int], bool], d: int, *, d_min: int = D_MIN,
                d_max: int | None = None) -> tuple[int, int] | None:
-    """The interval [low, high] of integers d′ around ``d`` for which ``passes(d′)``, found by
-    bisection on each side within [d_min, d_max] (default D_MAX_FACTOR x d); None if d fails.
-
-    It assumes the passing d′ form an interval around d (the criteria of :data:`CRITERIA` compare a
-    fraction monotone in d′ near d with a band: tests/test_claims_power.py scans every d′ of one
-    row to check it)."""
-    d_max = D_MAX_FACTOR * d if d_max is None else d_max
-    if not passes(d):
-        return None
-
-    def edge(far: int, step: int) -> int:
-        if passes(far):
-            return far
-        good, bad = d, far  # passes(good), not passes(bad)
-        while abs(bad - good) > 1:
-            mid = (good + bad) // 2 if step < 0 else (good + bad + 1) // 2
-            good, bad = (mid, bad) if passes(mid) else (good, mid)
-        return good
-
-    return edge(max(d_min, 1), -1), edge(d_max, +1)
+    """The band of :func:`pass_bands` that holds ``d``; None if d fails."""
+    for lo, hi in pass_bands(passes, d, d_min=d_min, d_max=d_max):
+        if lo <= d <= hi:
+            return lo, hi
+    return None
 
 
 def lam_range(passes: Callable[[float], bool], *, low: float = 1 / LAM_FACTOR,
@@ -232,26 +263,19 @@ def lam_range(passes: Callable[[float], bool], *, low: float = 1 / LAM_FACTOR,
 def d_pass(criterion: str, claims: dict, inputs: dict, at: str) -> DPass:
     """The :class:`DPass` of a row judged by ``criterion`` (a key of :data:`CRITERIA`) with the
     thresholds of ``claims`` (the study's ``PARAMETERS[mode]["claims"]``) at ``inputs`` (plain
-    numbers: they are published in claims.json and :func:`recompute` reads them back)."""
+    numbers: they are published in claims.json and :func:`qlib.runner.power.recompute` reads them back)."""
     c = CRITERIA[criterion]
     inputs = _plain(inputs)
     t = c.thresholds(claims)
-    got = pass_range(lambda dd: c.passes(dd, inputs, t), inputs["d"])
+    d = inputs["d"]
+    bands = pass_bands(lambda dd: c.passes(dd, inputs, t), d)
+    got = next(((lo, hi) for lo, hi in bands if lo <= d <= hi), None)
     if got is None:
-        return DPass(inputs["d"], at=at, criterion=criterion, inputs=inputs,
-                     why="JSQ(d) itself fails the criterion in the theory")
-    lam = lam_range(lambda f: c.passes(inputs["d"], inputs, t, f))
-    return DPass(inputs["d"], at=at, method=c.method, low=got[0], high=got[1], criterion=criterion,
-                 inputs=inputs, lam_low=lam[0], lam_high=lam[1])
-
-
-def recompute(published: dict) -> tuple[int, int] | None:
-    """The d′ range of a published row's ``power`` (claims.json) under the thresholds of the code as
-    it is now (full mode): what it would read if the table were regenerated."""
-    c = CRITERIA[published["criterion"]]
-    t = c.thresholds(importlib.import_module(c.module).PARAMETERS["full"]["claims"])
-    x = published["inputs"]
-    return pass_range(lambda dd: c.passes(dd, x, t), x["d"])
+        return DPass(d, at=at, criterion=criterion, inputs=inputs,
+                     why="JSQ(d) itself fails the criterion in the theory", bands=bands)
+    lam = lam_range(lambda f: c.passes(d, inputs, t, f))
+    return DPass(d, at=at, method=c.method, low=got[0], high=got[1], criterion=criterion,
+                 inputs=inputs, lam_low=lam[0], lam_high=lam[1], bands=bands)
 
 
 def not_computed(d: int | None, why: str, at: str = "") -> DPass:

@@ -1,6 +1,7 @@
 """qlib.results.cache: sweep results cached with their parameters, seed and versions."""
 
 import json
+import warnings
 
 import numpy as np
 import pytest
@@ -127,3 +128,35 @@ def test_check_writable(tmp_path):
     blocker.write_text("a file where a folder should be")  # fails for root too, unlike chmod
     with pytest.raises(ValueError, match="figures folder .* is not writable"):
         cache.check_writable(blocker / "figures", "figures")
+
+
+def test_one_key_for_the_local_cache_and_the_stored_results(tmp_path, monkeypatch):
+    """A point's local entry has the stored tiers' file name; an entry of other code versions is
+    recomputed and rewritten in place, silently; an entry under the key before issue 50 is read."""
+    from qlib.results import store
+
+    monkeypatch.setenv("QLIB_CACHE", str(tmp_path))
+    monkeypatch.delenv("QLIB_REFRESH", raising=False)
+    calls = []
+
+    def compute():
+        calls.append(1)
+        return {"x": np.arange(3) * len(calls)}
+
+    cache.cached("demo", {"n": 5}, 0, compute)
+    (meta,) = tmp_path.glob("demo-*.json")
+    assert meta.name == store.entry_key("demo", {"n": 5}, 0) + ".json"
+    m = json.loads(meta.read_text())
+    meta.write_text(json.dumps(dict(m, versions=dict(m["versions"], jax="0.0.1"))))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # other code's entry: no warning, recomputed
+        again = cache.cached("demo", {"n": 5}, 0, compute)
+    assert len(calls) == 2 and int(again["x"][1]) == 2 and len(list(tmp_path.glob("demo-*.json"))) == 1
+    for suffix in (".npz", ".json"):  # the same entry under the key before issue 50
+        stem = tmp_path / store.entry_key("demo", {"n": 5}, 0)
+        (tmp_path / (cache.legacy_key("demo", {"n": 5}, 0) + suffix)).write_bytes(
+            (stem.parent / (stem.name + suffix)).read_bytes())
+        (stem.parent / (stem.name + suffix)).unlink()
+    assert cache.key("demo", {"n": 5}, 0) != cache.legacy_key("demo", {"n": 5}, 0)
+    old = cache.cached("demo", {"n": 5}, 0, compute)
+    assert len(calls) == 2 and int(old["x"][1]) == 2

@@ -13,17 +13,16 @@ checked against the same rule in the study tests, on their smoke results
 from __future__ import annotations
 
 import copy
-import importlib
 import re
 import string
 from fractions import Fraction
 
 import pytest
 
-from qlib import claims
+from qlib import claims, runner
 from qlib.supermarket.variants import VARIANTS, WRONG_MODELS, kernel_name
 
-STUDIES = {title: importlib.import_module(module) for title, module in claims.STUDIES.items()}
+STUDIES = runner.STUDIES
 MODES = ("smoke", "full")
 
 # a number in a text: not part of a name (u_1, H0, d^(k-1), k+1, 1-lam) nor a percentage (95%)

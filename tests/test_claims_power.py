@@ -14,6 +14,7 @@ import pytest
 
 from qlib import claims, claims_table, power
 from qlib.config import ROOT
+from qlib.runner import power as runner_power
 
 TABLE = ROOT / "figures" / "claims.json"
 #: the criteria sharpened into predictions by issue 41: JSQ(d x 0.75) and JSQ(d x 1.25) must fail them too
@@ -47,19 +48,29 @@ def test_a_claim_whose_d_range_holds_d_over_2_is_not_sound():
     assert untold.sound  # no range computed: the far wrong models alone decide
 
 
-def test_the_bisection_finds_the_whole_interval_a_scan_finds():
-    """pass_range assumes the passing d′ form an interval around d: on row 5's criterion at its points
-    (d = 100, 1-lam = 0.004 and 0.002, half-width 0.002) a scan of every d′ in [1, 400] agrees."""
-    c = power.CRITERIA["max_length.most_at_k"]
-    x = dict(d=100, points=[dict(n=10_000, one_minus_lam=0.004, k=2, c=0.4, half=0.002),
-                            dict(n=20_000, one_minus_lam=0.002, k=2, c=0.2, half=0.002)])
-    t = dict(model_error=0.01)
-    got = power.pass_range(lambda dd: c.passes(dd, x, t), 100)
-    scan = [dd for dd in range(1, 401) if c.passes(dd, x, t)]
-    assert got == (scan[0], scan[-1]) and scan == list(range(scan[0], scan[-1] + 1))
-    # the old criterion (the bound alone: any model error passes) is the range issue 41 reports
-    loose = power.pass_range(lambda dd: c.passes(dd, x, dict(model_error=1.0)), 100)
-    assert loose[0] < 50 and loose[1] > 150
+def test_the_scan_finds_every_band_a_bisection_missed():
+    """Row 16's criterion at its point (issue 47): JSQ(22) passes as well as JSQ(96..104). A bisection
+    around d (issue 41's pass_range) saw only the band around d; the scan of every d′ finds both, and
+    the far band makes the row unsound."""
+    c = power.CRITERIA["families.most_at_k"]
+    x = dict(d=100, n=100_000, one_minus_lam=0.00316228, k=2, half=6.2212e-05, c=0.316228)
+    t = dict(slack=2.0, model_error=0.01)
+    bands = power.pass_bands(lambda dd: c.passes(dd, x, t), 100)
+    assert bands == ((22, 22), (96, 104))
+    p = power.DPass(100, low=96, high=104, bands=bands)
+    assert p.far_bands == ((22, 22),) and not p.excludes_far and "a far band (22)" in p.text()
+    assert power.DPass(100, low=96, high=104, bands=((96, 104),)).excludes_far
+
+
+def test_the_neighbour_levels_exclude_the_far_band():
+    """Issue 47: with the fractions at k-1 and k+1 judged too, row 16's pass set is the band around d."""
+    from qlib.studies import families
+
+    t = families.PARAMETERS["full"]["claims"]
+    c = power.CRITERIA["families.most_at_k"]
+    x = dict(d=100, n=100_000, one_minus_lam=0.00316228, k=2, half=6.2212e-05, c=0.316228,
+             halves=[6.2212e-05, 6.2212e-05, 6.2212e-05])
+    assert power.pass_bands(lambda dd: c.passes(dd, x, t), 100) == ((96, 104),)
 
 
 def test_every_pass_row_counted_sound_can_fail():
@@ -76,14 +87,16 @@ def test_every_pass_row_counted_sound_can_fail():
         p = r.get("power") or {}
         if p.get("low") is None:
             continue
-        d, now = p["d"], power.recompute(p)
+        d, now = p["d"], runner_power.recompute(p)
         if now is None:
             bad.append(f"row {i}: JSQ(d) itself fails its criterion in the theory under today's thresholds")
             now = (0, 0)
+        now_bands = runner_power.recompute_bands(p)
+        for where, bands in (("published", r["d_pass_bands"]), ("recomputed", now_bands)):
+            for lo, hi in bands:
+                if lo <= d / 2 or hi >= 2 * d:
+                    bad.append(f"row {i} ({where}): a band of d′ [{lo}, {hi}] reaches d/2 or 2d (d = {d})")
         for where, (lo, hi) in (("published", r["d_pass_range"]), ("recomputed", now)):
-            for x, name in ((d / 2, "d/2"), (2 * d, "2d")):
-                if lo <= x <= hi:
-                    bad.append(f"row {i} ({where}): its d′ range [{lo}, {hi}] contains {name} = {x:g}")
             if p["criterion"] in PREDICTIONS:
                 for x in (round(0.75 * d), round(1.25 * d)):
                     if lo <= x <= hi:
@@ -102,7 +115,8 @@ def test_every_judged_prediction_row_carries_its_range():
             assert "d_pass_range" in r and p, f"row {i} says nothing of its d′ range"
         if p.get("criterion"):
             seen.add(p["criterion"])
-            assert r["d_pass_range"] == list(power.recompute(p)), f"row {i}"
+            assert r["d_pass_range"] == list(runner_power.recompute(p)), f"row {i}"
+            assert r["d_pass_bands"] == [list(b) for b in runner_power.recompute_bands(p)], f"row {i}"
     assert seen == set(power.CRITERIA)
 
 

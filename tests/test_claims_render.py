@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from qlib import claims, claims_table
+from qlib import claims, claims_table, runner
 from qlib.config import ROOT
 from qlib.power import DPass
 
@@ -234,7 +234,7 @@ def test_the_width_check_fails_the_old_twelve_column_table():
 
 def test_every_figure_named_exists_and_every_notebook_claim_has_one():
     for study, pairs in claims_table.FIGURES.items():
-        assert study in claims.STUDIES, study
+        assert study in runner.STUDIES, study
         for _, name in pairs:
             assert (ROOT / "figures" / name).exists(), name
     rows = _rows_from_json(ROOT / "figures" / "claims.json")
@@ -249,7 +249,7 @@ def test_the_published_rows_render_inside_the_pane():
     md = claims_table.to_markdown(rows)
     check_fits(md)
     check_fits(claims_table.summary_markdown(rows, figures="figures/"))
-    for study in claims.STUDIES:
+    for study in runner.STUDIES:
         check_fits(claims_table.compact_markdown([r for r in rows if r.source == study]))
     n_claims = sum(r.kind == "claim" for r in rows)
     assert (
@@ -270,7 +270,7 @@ def test_reproduce_puts_the_summary_in_the_readme_and_the_blocks_in_claims_md(mo
     readme = tmp_path / "README.md"
     readme.write_text("# t\n\n<!-- claims:start -->\nold\n<!-- claims:end -->\n\nafter\n")
     monkeypatch.setattr(cli, "ROOT", tmp_path)
-    monkeypatch.setattr(claims, "collect", lambda *a, **k: _example_rows())
+    monkeypatch.setattr(runner, "collect", lambda *a, **k: _example_rows())
     (tmp_path / "figures").mkdir()
     out = tmp_path / "figures" / "claims.md"
     assert cli.reproduce(quick=True, markdown=str(out), update_readme=True) == cli.EXIT_FAIL

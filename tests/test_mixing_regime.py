@@ -112,7 +112,7 @@ def test_d_sweep_verdict_fails_a_wrong_exponent(exponent, verdict):
     assert all(not c.passed for c in row.counterfactuals)  # d held fixed (exponent 0) and JSQ(2) (never met)
 
 
-def _predicted_result(T, T_half, *, ns=(3000, 10_000, 30_000, 100_000), k3=None):
+def _predicted_result(T, T_half, *, ns=(3000, 10_000, 30_000, 100_000)):
     """A RegimeResult whose predicted family holds meeting times ``T`` (4, R) and JSQ(d/2) ``T_half``."""
     pts = [family_point(int(n), 0.5, 0.4) for n in ns]
     H = mr.PARAMETERS["full"]["claims"]["hypotheses"]
@@ -129,14 +129,11 @@ def _predicted_result(T, T_half, *, ns=(3000, 10_000, 30_000, 100_000), k3=None)
     ds = np.array([140, 245, 428])
     sw = _points(ds, np.ones((3, 4)))
     base = _result(sw, sw, sw)
-    k3_pts = k3 or [(250_000, 47, 1 - 0.299 / 47**2)]
     return dataclasses.replace(
         base,
         predicted_family=at(pts, T),
         predicted_family_half=at(pts, T_half),
-        predicted_k3=at(k3_pts, T[:1] * 0 + np.array([[predicted_meeting_time(*k3_pts[0]).steps]])),
         hyp_predicted_family=[regime.hypotheses(*p, **H) for p in pts],
-        hyp_predicted_k3=[regime.hypotheses(*p, **H) for p in k3_pts],
     )
 
 
@@ -154,21 +151,6 @@ def test_predicted_family_row_fails_a_wrong_time(factor, drift, verdict):
     assert row.verdict == verdict
     far = [c for c in row.counterfactuals if not c.near]
     assert far and all(not c.passed for c in far if "JSQ(d/2)" in c.model or "1/(1-lam)" in c.model)
-
-
-def test_predicted_k3_row_tells_d_squared_from_d():
-    """At k = 3 the law with a relaxation time in proportion to d (the k = 2 form) fails where
-    T_pred passes."""
-    ns = np.array([3000, 10_000, 30_000, 100_000])
-    pred = np.array([predicted_meeting_time(*family_point(int(n), 0.5, 0.4)).steps for n in ns])
-    noise = np.exp(0.05 * np.random.default_rng(3).standard_normal((4, 8)))
-    r = _predicted_result(pred[:, None] * noise, pred[:, None] * noise)
-    t3 = predicted_meeting_time(250_000, 47, 1 - 0.299 / 47**2).steps
-    k3 = dataclasses.replace(r.predicted_k3, T=t3 * noise[:1], T_bt=t3 * noise[:1])
-    row = predicted_rows(dataclasses.replace(r, predicted_k3=k3), CLAIMS["predicted_k3"])[0]
-    assert row.verdict == "PASS"
-    (k2,) = [c for c in row.counterfactuals if "k = 2 form" in c.model]
-    assert not k2.passed
 
 
 def test_d_sweep_row_is_inconclusive_when_the_long_tier_lacks_a_point():
@@ -205,8 +187,8 @@ def test_nearly_optimal_fails_a_time_that_outgrows_the_upper_bound():
 def test_smoke_run_rows():
     r = mr.run("smoke", progress=False)
     rows = mr.claim_rows(r)
-    # the iact rows withdrawn (issue 40); issue 42's two rows added
-    assert len(rows) == 4 and all(x.verdict in VERDICTS for x in rows)
+    # the iact rows withdrawn (issue 40); issue 42's family row added (k = 3: qlib.studies.k3, issue 46)
+    assert len(rows) == 3 and all(x.verdict in VERDICTS for x in rows)
     assert not r.predicted_family.missing.any() and np.all(np.isfinite(r.predicted_family.T))
     assert not r.sweep.missing.any() and np.all(np.isfinite(r.sweep.T))
     df = mr.summary(r)

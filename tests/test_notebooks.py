@@ -16,7 +16,7 @@ import re
 import nbformat
 import pytest
 
-from qlib import notebooks
+from qlib import notebooks, runner
 
 PATHS = notebooks.notebook_paths()
 IDS = [p.name for p in PATHS]
@@ -156,7 +156,7 @@ def test_notebook_runs_in_smoke_mode(path, tmp_path, smoke_cache, monkeypatch):
     # entries instead of recomputing them
     monkeypatch.setenv("QLIB_CACHE", str(smoke_cache))
     for name in STUDIES_OF.get(path.name, ()):
-        importlib.import_module(f"qlib.studies.{name}").run("smoke", progress=False)
+        runner.run(importlib.import_module(f"qlib.studies.{name}"), "smoke", progress=False)
     nb = notebooks.execute(path, smoke=True, timeout=600,
                            extra_env={"QLIB_FIGURES": str(tmp_path / "figures"),
                                       "QLIB_CACHE": str(smoke_cache)})

@@ -16,6 +16,10 @@ STUDY = "qlib.studies.demo.compute"
 CRITERIA = "qlib/studies/demo/parameters.py"
 
 
+def _thresholds(t):
+    return f"PARAMETERS = {{'full': {{'claims': {{'t': {t}}}}}}}\n"
+
+
 def _git(repo, *args):
     out = subprocess.run(["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@example.org",
                           *args], capture_output=True, text=True, check=True)
@@ -37,10 +41,9 @@ def repo(tmp_path, tiers, monkeypatch):
     r = tmp_path / "repo"
     r.mkdir()
     _git(r, "init", "-q")
-    c1 = _commit(r, {CRITERIA: "THRESHOLD = 0.5\n", "qlib/other.py": "X = 1\n", "notes.md": "a\n"},
-                 "criteria")
+    c1 = _commit(r, {CRITERIA: _thresholds(0.5), "qlib/other.py": "X = 1\n", "notes.md": "a\n"}, "criteria")
     c2 = _commit(r, {"qlib/other.py": "X = 2\n"}, "code after the criteria")
-    monkeypatch.setattr(pins, "_root", lambda: r)
+    monkeypatch.setattr(pins, "repo_root", lambda: r)
     monkeypatch.delenv(pins.ALLOW_DIRTY_ENV)  # this repository is clean unless a test edits it
     return r, c1, c2
 
@@ -86,7 +89,7 @@ def test_uncommitted_code_is_refused_unless_allowed_then_its_diff_is_named(repo)
     (r / "qlib/other.py").write_text("X = 100\n")  # another diff, another hash
     assert pins.code_state()["diff"]["sha256"] != rec["code_diff"]["sha256"]
     # a threshold changed but not committed: the record says so, and verification rejects it
-    (r / CRITERIA).write_text("THRESHOLD = 0.4\n")
+    (r / CRITERIA).write_text(_thresholds(0.4))
     with results.writing("default", "make figures", out=lambda *_: None, allow_dirty=True):
         _store("uncommitted")
     rec = _record("uncommitted")
@@ -128,7 +131,7 @@ def test_the_criteria_changed_after_the_data_are_named(repo):
         _store()
     rec = _record()
     assert pins.criteria_after(rec) is None
-    c3 = _commit(r, {CRITERIA: "THRESHOLD = 0.6\n"}, "a threshold moved after the data")
+    c3 = _commit(r, {CRITERIA: _thresholds(0.6)}, "a threshold moved after the data")
     assert pins.criteria_after(rec) == c3
 
 
@@ -137,3 +140,58 @@ def test_criteria_file_of_a_study():
     assert pins.criteria_file("qlib.studies.perfect") == "qlib/studies/perfect.py"
     assert pins.criteria_file("regime side job") is None and pins.criteria_file(None) is None
     assert json.loads(json.dumps(pins.code_state()))["commit"]  # the repository's own state is plain JSON
+
+
+def test_a_new_study_not_yet_committed_has_uncommitted_criteria(repo):
+    r, c1, c2 = repo
+    (r / "qlib/studies/fresh").mkdir(parents=True)
+    (r / "qlib/studies/fresh/parameters.py").write_text(_thresholds(0.1))
+    state = pins.code_state()
+    assert pins.criteria_commit("qlib.studies.fresh.compute", state) == pins.UNCOMMITTED
+    assert pins.criteria_commit(STUDY, state) == c1  # the other study's criteria are committed
+
+
+def test_historical_pins_name_a_commit_only_where_the_run_could_not_outlive_it(repo):
+    """Records made before the pins: the code commit is their ``commit`` only where every record of
+    the run names it and it existed before the run began; else "unknown", never a guess."""
+    r, c1, c2 = repo
+    when = _git(r, "show", "-s", "--format=%cI", c2)
+    import datetime
+
+    t2 = datetime.datetime.fromisoformat(when).timestamp()
+    iso = lambda t: datetime.datetime.fromtimestamp(t, datetime.timezone.utc).strftime(  # noqa: E731
+        "%Y-%m-%dT%H:%M:%SZ")
+    base = {"tier": "long", "study": STUDY, "command": "results-long"}
+    recs = {
+        # one run, begun an hour after c2: pinned to c2, its criteria c1
+        "a": base | {"commit": c2, "date": iso(t2 + 3600), "wall_s": 60},
+        "b": base | {"commit": c2, "date": iso(t2 + 3700), "wall_s": 60},
+        # a run of another command whose entry began computing 2 min after c2: it may have started before
+        "c": base | {"command": "make figures", "commit": c2, "date": iso(t2 + 125), "wall_s": 5},
+        # a run two days later that names two commits: HEAD moved during it
+        "d": base | {"commit": c1, "date": iso(t2 + 2 * 86400), "wall_s": 60},
+        "e": base | {"commit": c2, "date": iso(t2 + 2 * 86400 + 100), "wall_s": 60},
+    }
+    got = pins.historical_pins(recs)
+    assert got["a"] == got["b"] == {"code_commit": c2, "code_diff": "unknown", "criteria_file": CRITERIA,
+                                    "criteria_commit": c1}
+    for n in "cde":
+        assert got[n]["code_commit"] == got[n]["criteria_commit"] == "unknown", n
+
+
+def test_stored_records_carry_pins_that_git_history_rederives(monkeypatch):
+    """Every record of the repository's results/ names its pins, none fails them, and those made
+    before the pins (``code_diff`` "unknown") hold exactly what :func:`pins.historical_pins`
+    derives from git history now (the stamp is recomputed, not believed)."""
+    monkeypatch.delenv(results.RESULTS_DIR_ENV, raising=False)
+    recs = {f"{t}/{e.stem.name}": e.record() for t in results.TIERS for e in results.entries(t)}
+    if not recs:
+        pytest.skip("results/ holds no entries")
+    missing = [n for n, r in recs.items() if not all(f in r for f in pins.PIN_FIELDS)]
+    assert not missing, f"records without their pins: {missing[:5]}"
+    failing = {n: p for n, r in recs.items() if (p := pins.pin_problems(r)[0])}
+    assert not failing, failing
+    old = {n: r for n, r in recs.items() if r["code_diff"] == pins.UNKNOWN}
+    want = pins.historical_pins(old)
+    wrong = [n for n, r in old.items() if {f: r[f] for f in pins.PIN_FIELDS} != want[n]]
+    assert not wrong, f"stamped pins that git history does not give: {wrong[:5]}"

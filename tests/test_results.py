@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 from qlib import results, simulations
-from qlib.results import cache, long, recorder
+from qlib.results import cache, recorder
+from qlib.runner import long
 from qlib.supermarket import simulate, simulate_many
 
 

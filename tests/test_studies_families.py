@@ -103,7 +103,8 @@ def long_smoke(tiers, monkeypatch):
 
 def test_long_points_are_read_from_results_long_and_never_computed(long_smoke, monkeypatch):
     from qlib import results
-    from qlib.results import cache, long
+    from qlib.results import cache
+    from qlib.runner import long
 
     FC = long_smoke
     monkeypatch.setattr(FC, "long_read_only", lambda mode: True)  # as full mode outside the long run

@@ -174,7 +174,7 @@ def test_full_mode_reads_the_long_tier_and_computes_nothing(tiers):
 
 _CHILD = """
 import sys
-from qlib.results import long
+from qlib.runner import long
 from qlib.studies import k3
 long.run_long([("k3", lambda: k3.run("smoke", progress=True))], scale=1.0)
 """

@@ -10,13 +10,14 @@ import dataclasses
 import numpy as np
 import pytest
 
+from qlib import runner
 from qlib.studies import perfect as study
 from qlib.supermarket import perfect_samples
 
 
 @pytest.fixture(scope="module")
 def result(fresh_cache):
-    return study.run("smoke", progress=False)
+    return runner.run(study, "smoke", progress=False)
 
 
 def test_rows_pass_and_would_fail_with_the_biased_sampler(result):

@@ -13,7 +13,6 @@ In smoke mode every figure says "smoke" on it.
 from __future__ import annotations
 
 import functools
-import os
 from collections.abc import Callable, Iterator, MutableMapping
 from contextlib import contextmanager
 from pathlib import Path
@@ -21,10 +20,10 @@ from typing import Any
 
 import matplotlib
 
-from qlib.config import figures_dir, smoke_mode
+from qlib.config import RunConfig, current, figures_dir, smoke_mode
 
 #: set to 1 by the runner of ``make figures`` (qlib.notebooks): only then does a figure reach figures/
-PUBLISH_ENV = "QLIB_PUBLISH"
+PUBLISH_ENV = RunConfig.ENV["publish"]
 
 STYLE = {
     "figure.dpi": 110,
@@ -101,9 +100,7 @@ def plain_log_ticks(ax, axis: str = "both") -> None:
 def save_target() -> Path | None:
     """Where :func:`show` writes figures: ``$QLIB_FIGURES`` if set, ``figures/`` under
     ``QLIB_PUBLISH=1``, else None (draw inline only: an interactive run writes nothing)."""
-    if os.environ.get("QLIB_FIGURES"):
-        return figures_dir()
-    if os.environ.get(PUBLISH_ENV, "").strip() == "1":
+    if current().figures or current().publish:
         return figures_dir()
     return None
 

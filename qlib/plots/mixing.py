@@ -241,8 +241,8 @@ def regime_figure(result):
 def predicted_figure(result):
     """(h) The mixing time predicted (issue 42; :class:`qlib.studies.mixing_regime.RegimeResult`):
     left, the measured good-start meeting time against T_pred = tau_fluid ln SD(N) at every point of
-    every set (the pilot d-sweep and family, the fresh family, k = 3), with the diagonal and the
-    band [0.75, 1.33]; JSQ(d/2) from the fresh family's samples and the same times against the
+    every set (the pilot d-sweep and family, the fresh family; k = 3: qlib.plots.k3), with the diagonal
+    and the band [0.75, 1.33]; JSQ(d/2) from the fresh family's samples and the same times against the
     prediction with tau = 1/(1-lam) sit off it. Right, R = T_meet / T_pred along the fresh family
     with its 95% CI."""
     band = (result.parameters["claims"]["ratio_low"], result.parameters["claims"]["ratio_high"])
@@ -260,7 +260,6 @@ def predicted_figure(result):
         (result.sweep, None, "d-sweep, k = 2 (pilot: suggested the law)", "o", "C0"),
         (result.family, None, "family A, k = 2 (pilot)", "s", "C0"),
         (result.predicted_family, None, "family A, fresh seeds", "D", "C2"),
-        (result.predicted_k3, None, "k = 3, fresh seeds", "^", "C4"),
         (result.predicted_family_half, "half", "JSQ(d/2) (wrong), against T_pred of JSQ(d)", "x", "C3"),
         (result.predicted_family, drain, "family A against τ = 1/(1-λ) (wrong)", "v", "C7"),
     )

@@ -27,8 +27,8 @@ The package by role: :mod:`~qlib.results.store` (where entries live, their files
 status, lookup), :mod:`~qlib.results.tier` (compare, commit, report, prune, note, summary,
 ``writing``), :mod:`~qlib.results.recorder` (the chains a computation simulated),
 :mod:`~qlib.results.cache` (the sweep cache: the one read path of a study's arrays, local cache
-then tiers) and :mod:`~qlib.results.long` (the long tier's run and the command line; it runs the
-studies, so this package does not import it).
+then tiers). The long tier's run and the ``results`` command line run the studies, so they live
+above them, in :mod:`qlib.runner.long`.
 """
 
 from __future__ import annotations

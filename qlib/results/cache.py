@@ -1,9 +1,13 @@
 """Cache for sweep results: ``NAME-HASH.npz`` beside ``NAME-HASH.json``.
 
 The JSON records the parameters, the seed, the versions of qlib, jax and numpy and the git
-commit, so a cached number can always be traced to what produced it. The hash covers the name,
-the parameters, the seed and the versions. A rerun reuses the cache unless ``refresh=True`` or
-``QLIB_REFRESH=1``.
+commit, so a cached number can always be traced to what produced it. The key (the HASH) is the
+stored results' (:func:`qlib.results.store.entry_key`): it covers the name, the parameters and the
+seed, so a point has one file name in the local cache, ``results/default/`` and ``results/long/``;
+the versions are in the record, and an entry whose versions are not the running code's is not
+used (it is recomputed and rewritten, silently, as a new key was before). Entries written before
+issue 50 under the old local key (which also hashed the versions, :func:`legacy_key`) are still
+read. A rerun reuses the cache unless ``refresh=True`` or ``QLIB_REFRESH=1``.
 
 Crash safety: each file is written to a temporary file in the same folder and renamed over
 the entry (``os.replace`` is atomic), the ``.npz`` first and the ``.json`` last, so an entry
@@ -40,10 +44,10 @@ from typing import Any
 
 import numpy as np
 
-from qlib.config import cache_dir
+from qlib.config import cache_dir, current
 from qlib.results.freshness import lookup
 from qlib.results.recorder import recording
-from qlib.results.store import atomic_write, code_versions, entry, git_commit, run_id, write_tier
+from qlib.results.store import atomic_write, code_versions, entry, entry_key, git_commit, run_id, write_tier
 from qlib.results.tier import commit
 
 
@@ -57,13 +61,20 @@ def _record(name: str, params: Mapping, seed: int) -> dict:
 
 
 def key(name: str, params: Mapping, seed: int) -> str:
+    """NAME-HASH of (name, params, seed): the file stem of the point, here and in the stored tiers."""
+    return entry_key(name, params, seed)
+
+
+def legacy_key(name: str, params: Mapping, seed: int) -> str:
+    """NAME-HASH of (name, params, seed, the code versions): the local cache's key before issue 50,
+    still read (never written) so that a local cache filled then is not recomputed."""
     blob = json.dumps(_record(name, params, seed), sort_keys=True)
     return f"{name}-{hashlib.sha256(blob.encode()).hexdigest()[:16]}"
 
 
 def _refresh(refresh: bool | None) -> bool:
     if refresh is None:
-        return os.environ.get("QLIB_REFRESH", "").strip().lower() in {"1", "true", "yes"}
+        return current().refresh
     return refresh
 
 
@@ -83,6 +94,9 @@ def _load(stem: Path, record: dict, run: str | None = None) -> dict[str, np.ndar
         m = json.loads(meta.read_text())
         if run is not None and m.get("run") != run:
             return None
+        if m.get("versions") != record["versions"] and all(m.get(k) == v for k, v in record.items()
+                                                          if k != "versions"):
+            return None  # computed by other code: recomputed and rewritten, as under a key of its own
         if {k: m.get(k) for k in record} != record:
             raise ValueError("its record (parameters, seed, versions) does not match")
         with np.load(npz) as f:
@@ -130,6 +144,40 @@ class NotStored(LookupError):
 _STORED_ONLY: contextvars.ContextVar = contextvars.ContextVar("qlib_stored_only", default=None)
 
 
+_READING: contextvars.ContextVar = contextvars.ContextVar("qlib_reading", default=None)
+
+
+@contextlib.contextmanager
+def reading():
+    """Yields a list that every point :func:`cached_points` returns inside this block appends its
+    stored record to (the first tier that holds the entry, whether the arrays came from it, the
+    local cache or a computation that stored it), or a stub naming no code commit where no tier
+    holds it: the data a study's rows read (:mod:`qlib.criteria`)."""
+    records: list[dict] = []
+    token = _READING.set(records)
+    try:
+        yield records
+    finally:
+        _READING.reset(token)
+
+
+def _note_read(name: str, params: Sequence[Mapping], seeds: Sequence[Any]) -> None:
+    read = _READING.get()
+    if read is None:
+        return
+    for p, s in zip(params, seeds):
+        for tier in ("default", "long"):
+            e = entry(tier, name, p, s)
+            if e is not None and e.json.exists():
+                try:
+                    read.append(e.record())
+                    break
+                except (OSError, ValueError):
+                    continue
+        else:
+            read.append({"key": key(name, p, s), "code_commit": "unknown", "commit": "", "stored": False})
+
+
 @contextlib.contextmanager
 def stored_only(tier: str):
     """Inside this block :func:`cached_points` computes nothing: it reads fresh entries of
@@ -163,30 +211,13 @@ def cached_points(name: str, params: Sequence[Mapping], seeds: Sequence[int],
 def _cached_points(name, params, seeds, compute, *, group, refresh, study):
     if len(params) != len(seeds):
         raise ValueError(f"params and seeds must have the same length; got {len(params)} and {len(seeds)}")
-    only = _STORED_ONLY.get()
-    if only is not None:
-        tier_only, read = only
-        got = [lookup(name, p, s, tiers=(tier_only,)) for p, s in zip(params, seeds)]
-        lacking = [(name, p, s) for p, s, g in zip(params, seeds, got) if g is None]
-        if lacking:
-            raise NotStored(tier_only, lacking)
-        read.extend(entry(tier_only, name, p, s).record() for p, s in zip(params, seeds))
-        return got  # type: ignore[return-value]
-    records = [_record(name, p, s) for p, s in zip(params, seeds)]
-    stems = [cache_dir() / key(name, p, s) for p, s in zip(params, seeds)]
-    tier, run = write_tier(), run_id()
-    refresh = _refresh(refresh)
-    out: list[dict[str, np.ndarray] | None] = [None] * len(params)
-    for j, (stem, rec) in enumerate(zip(stems, records)):
-        if tier == "default":  # make figures: every entry computed (once in this run) and compared
-            out[j] = _load(stem, rec, run=run) if run else None
-        elif tier == "long":  # results-long: what a tier holds fresh is done (resumable per point)
-            out[j] = None if refresh else lookup(name, params[j], seeds[j])
-        else:
-            if not refresh:
-                out[j] = _load(stem, rec)
-            if out[j] is None and not refresh:
-                out[j] = lookup(name, params[j], seeds[j])
+    if _STORED_ONLY.get() is not None:
+        got = _stored_only(name, params, seeds)
+        _note_read(name, params, seeds)
+        return got
+    tier, refresh = write_tier(), _refresh(refresh)
+    out: list[dict[str, np.ndarray] | None] = [_read(name, p, s, tier, refresh)
+                                                for p, s in zip(params, seeds)]
     missing = [j for j, o in enumerate(out) if o is None]
     if tier == "long":
         group = 1  # a long run stores (and resumes) point by point
@@ -196,14 +227,85 @@ def _cached_points(name, params, seeds, compute, *, group, refresh, study):
             got = list(compute(idx))
         if len(got) != len(idx):
             raise ValueError(f"compute returned {len(got)} results for {len(idx)} points")
-        arrays = [{k: np.asarray(v) for k, v in res.items()} for res in got]
-        for j, a in zip(idx, arrays):
-            _store(stems[j], records[j], a, run=run if tier else None)
-            out[j] = a
-        if tier:
-            for j, prov in zip(idx, rec.provenance([seeds[j] for j in idx])):
-                commit(tier, name, params[j], seeds[j], out[j], prov | {"study": study})
+        provenance = rec.provenance([seeds[j] for j in idx]) if tier else [None] * len(idx)
+        for j, res, prov in zip(idx, got, provenance):
+            out[j] = keep(name, params[j], seeds[j], res, prov, study=study)
+    _note_read(name, params, seeds)
     return out  # type: ignore[return-value]
+
+
+def _stored_only(name: str, params: Sequence[Mapping], seeds: Sequence[int]) -> list[dict[str, np.ndarray]]:
+    """Inside :func:`stored_only`: the tier's fresh entries of every point, or :class:`NotStored`
+    naming every point it lacks."""
+    tier_only, read = _STORED_ONLY.get()
+    got = [lookup(name, p, s, tiers=(tier_only,)) for p, s in zip(params, seeds)]
+    lacking = [(name, p, s) for p, s, g in zip(params, seeds, got) if g is None]
+    if lacking:
+        raise NotStored(tier_only, lacking)
+    read.extend(entry(tier_only, name, p, s).record() for p, s in zip(params, seeds))
+    return got  # type: ignore[return-value]
+
+
+def _read(name: str, params: Mapping, seed: int, tier: str | None,
+          refresh: bool) -> dict[str, np.ndarray] | None:
+    """The arrays of a point where a run may use them, else None (see the module docstring)."""
+    stem, rec = cache_dir() / key(name, params, seed), _record(name, params, seed)
+    if tier == "default":  # make figures: every entry computed (once in this run) and compared
+        run = run_id()
+        return _load(stem, rec, run=run) if run else None
+    if tier == "long":  # results-long: what a tier holds fresh is done (resumable per point)
+        return None if refresh else lookup(name, params, seed)
+    if refresh:
+        return None
+    got = _load(stem, rec)
+    if got is None:  # a local entry under the key before issue 50
+        got = _load(cache_dir() / legacy_key(name, params, seed), rec)
+    return got if got is not None else lookup(name, params, seed)
+
+
+def look_up(name: str, params: Mapping, seed: int, *,
+            refresh: bool | None = None) -> dict[str, np.ndarray] | None:
+    """The read half of :func:`cached`: a point's arrays from the local cache or the stored results,
+    as the run in progress may use them (a run that writes a tier recomputes what it must), or None
+    where it must be measured. Inside :func:`stored_only`, the tier's fresh entry or
+    :class:`NotStored`.
+
+    Args:
+        name, params, seed: the point's key.
+        refresh: recompute even what the caches hold (default ``QLIB_REFRESH``).
+
+    Returns:
+        The arrays, or None.
+    """
+    if _STORED_ONLY.get() is not None:
+        got = _stored_only(name, [params], [seed])[0]
+    else:
+        got = _read(name, params, seed, write_tier(), _refresh(refresh))
+    _note_read(name, [params], [seed])
+    return got
+
+
+def keep(name: str, params: Mapping, seed: int, arrays: Mapping[str, Any], provenance: Mapping | None = None,
+         *, study: str | None = None) -> dict[str, np.ndarray]:
+    """The write half of :func:`cached`: store a measured point in the local cache and, while a run
+    writes a tier, compare it with the stored entry and write it there with its record.
+
+    Args:
+        name, params, seed: the point's key.
+        arrays: what was measured (name -> array).
+        provenance: what :func:`qlib.results.recorder.recording` saw while it was measured (needed
+            while a tier is written).
+        study: the module that measured it, for the record.
+
+    Returns:
+        The arrays, as numpy arrays.
+    """
+    tier, run = write_tier(), run_id()
+    a = {k: np.asarray(v) for k, v in arrays.items()}
+    _store(cache_dir() / key(name, params, seed), _record(name, params, seed), a, run=run if tier else None)
+    if tier:
+        commit(tier, name, params, seed, a, dict(provenance or {}) | {"study": study})
+    return a
 
 
 def check_writable(path: str | os.PathLike, what: str) -> Path:

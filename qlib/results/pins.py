@@ -11,10 +11,13 @@ commit that judges it.
   code that is not committed makes a run that writes a tier refuse, unless ``--allow-dirty`` is
   given; then the record names the sha256 of the diff (``code_diff``) and the paths it touches.
 - **The criteria commit** of an entry is the last commit, at or before its code commit, that
-  changed its study's parameters file, the one file that holds the study's thresholds
-  (``qlib/studies/<study>/parameters.py``, or the study's module where it is one file:
-  :func:`criteria_file`). A criteria file changed but not committed when the run started gives
-  ``"uncommitted"``, which ``python -m qlib results --verify`` rejects: a threshold is committed
+  changed its study's parameters file, the one file of the study that defines ``PARAMETERS``
+  (whose ``"claims"`` are the thresholds): ``qlib/studies/<study>/parameters.py``, or the study's
+  module where it is one file, as it was at the code commit (:func:`criteria_file`). The file
+  also changes for other reasons (a new point, a move), which only makes the criteria commit
+  later: a check that it is an ancestor of the code commit errs towards failing. A criteria
+  file changed but not committed when the run started gives ``"uncommitted"``, which
+  ``python -m qlib results --verify`` rejects: a threshold is committed
   before the run it judges. A record that cannot say (no git, a study that is no module of
   ``qlib.studies``, an old record whose code commit history does not determine) says
   ``"unknown"``, never a guess.
@@ -28,7 +31,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
-import os
+import re
 import subprocess
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -37,37 +40,39 @@ from qlib import config
 
 #: The paths whose uncommitted changes change the numbers (see the module's text).
 CODE_PATHS = ("qlib", "requirements.lock", "pyproject.toml")
-CODE_ENV = "QLIB_RESULTS_CODE"  # the code state captured when the run started (JSON), for its kernels
-ALLOW_DIRTY_ENV = "QLIB_ALLOW_DIRTY"  # "1": a run with uncommitted code proceeds (and records the diff)
+#: the code state captured when the run started (JSON), for its kernels
+CODE_ENV = config.RunConfig.ENV["code"]
+#: "1": a run on uncommitted code proceeds (and records the diff)
+ALLOW_DIRTY_ENV = config.RunConfig.ENV["allow_dirty"]
 UNKNOWN = "unknown"
 UNCOMMITTED = "uncommitted"
 
 
-def _root() -> Path:
+def repo_root() -> Path:
     return config.ROOT
 
 
-def _git(*args: str, root: Path | None = None, binary: bool = False) -> bytes | None:
+def git_out(*args: str, root: Path | None = None, binary: bool = False) -> bytes | None:
     """stdout of ``git -C root args``, or None when git fails or is absent."""
     try:
-        out = subprocess.run(["git", "-C", str(root or _root()), *args], capture_output=True, timeout=30)
+        out = subprocess.run(["git", "-C", str(root or repo_root()), *args], capture_output=True, timeout=30)
     except (OSError, subprocess.SubprocessError):
         return None
     return out.stdout if out.returncode == 0 else None
 
 
-def _text(*args: str, root: Path | None = None) -> str | None:
-    out = _git(*args, root=root)
+def git_text(*args: str, root: Path | None = None) -> str | None:
+    out = git_out(*args, root=root)
     return None if out is None else out.decode().strip()
 
 
 def code_state(root: Path | None = None) -> dict:
     """{"commit": HEAD or "unknown", "diff": None (clean) | {"sha256", "paths"} | "unknown"} of the
     code (:data:`CODE_PATHS`) in the repository at ``root`` (default: qlib's)."""
-    head = _text("rev-parse", "HEAD", root=root)
+    head = git_text("rev-parse", "HEAD", root=root)
     if not head:
         return {"commit": UNKNOWN, "diff": UNKNOWN}
-    status = _git("status", "--porcelain", "--untracked-files=all", "-z", "--", *CODE_PATHS, root=root)
+    status = git_out("status", "--porcelain", "--untracked-files=all", "-z", "--", *CODE_PATHS, root=root)
     if status is None:
         return {"commit": head, "diff": UNKNOWN}
     # -z: "XY path\0" (a rename adds its old path as one more field)
@@ -75,9 +80,10 @@ def code_state(root: Path | None = None) -> dict:
     paths = sorted({f[3:] for f in fields if len(f) > 3 and f[2] == " "})
     if not paths:
         return {"commit": head, "diff": None}
-    h = hashlib.sha256(_git("diff", "HEAD", "--binary", "--", *CODE_PATHS, root=root) or b"")
-    untracked = _git("ls-files", "--others", "--exclude-standard", "-z", "--", *CODE_PATHS, root=root) or b""
-    base = root or _root()
+    h = hashlib.sha256(git_out("diff", "HEAD", "--binary", "--", *CODE_PATHS, root=root) or b"")
+    untracked = git_out("ls-files", "--others", "--exclude-standard", "-z", "--", *CODE_PATHS,
+                        root=root) or b""
+    base = root or repo_root()
     for p in sorted(u for u in untracked.decode().split("\0") if u):
         h.update(b"\0untracked\0" + p.encode() + b"\0")
         try:
@@ -90,7 +96,7 @@ def code_state(root: Path | None = None) -> dict:
 def current() -> dict:
     """The code state of this run: the one :func:`start_run` captured (in this process or the one
     that started it), else the repository's now (a computation outside a run that writes a tier)."""
-    raw = os.environ.get(CODE_ENV)
+    raw = config.current().code
     if raw:
         return json.loads(raw)
     return code_state()
@@ -98,14 +104,16 @@ def current() -> dict:
 
 def start_run(allow_dirty: bool = False) -> dict:
     """Capture the code state at the start of a run that writes a tier, and hand it to the
-    processes the run starts (``$QLIB_RESULTS_CODE``). A run started by another (a notebook kernel
-    of ``make figures``) keeps the state its parent captured. Raises RuntimeError when the code
-    has uncommitted changes and neither ``allow_dirty`` nor ``$QLIB_ALLOW_DIRTY`` allows them."""
-    raw = os.environ.get(CODE_ENV)
+    processes the run starts: :func:`qlib.results.writing` puts the state it returns in force (the
+    run's ``RunConfig.code``; ``$QLIB_RESULTS_CODE`` for its kernels). A run started by another (a
+    notebook kernel of ``make figures``) keeps the state its parent captured. Raises RuntimeError
+    when the code has uncommitted changes and neither ``allow_dirty`` nor ``$QLIB_ALLOW_DIRTY``
+    allows them."""
+    raw = config.current().code
     if raw:
         return json.loads(raw)
     state = code_state()
-    allowed = allow_dirty or os.environ.get(ALLOW_DIRTY_ENV, "").strip() in ("1", "true", "yes")
+    allowed = allow_dirty or config.current().allow_dirty
     diff = state["diff"]
     if isinstance(diff, Mapping) and not allowed:
         more = len(diff["paths"]) - 6
@@ -113,27 +121,51 @@ def start_run(allow_dirty: bool = False) -> dict:
         raise RuntimeError(
             f"the code has uncommitted changes ({shown}): commit them first, so that the stored results "
             "name the code they came from, or pass --allow-dirty (the records then name the diff's hash)")
-    os.environ[CODE_ENV] = json.dumps(state, sort_keys=True)
     return state
 
 
-def criteria_file(study: str | None, root: Path | None = None) -> str | None:
-    """The file holding a study's thresholds (relative to the repository), from the module name a
-    record gives (``qlib.studies.max_length.compute`` -> ``qlib/studies/max_length/parameters.py``);
-    None where the study is no module of ``qlib.studies``."""
+def criteria_file(study: str | None, commit: str | None = None) -> str | None:
+    """The file holding a study's thresholds (relative to the repository): the one of the study's
+    module or package that defines ``PARAMETERS`` (with ``"claims"``, the thresholds), at ``commit``
+    (default: the working tree; ``parameters.py`` first). From the module name a record gives
+    (``qlib.studies.max_length.compute`` -> ``qlib/studies/max_length/parameters.py``); None where
+    the study is no module of ``qlib.studies`` or none of its files defines ``PARAMETERS``."""
     parts = (study or "").split(".")
     if len(parts) < 3 or parts[:2] != ["qlib", "studies"] or not parts[2].isidentifier():
         return None
-    base = root or _root()
-    for rel in (f"qlib/studies/{parts[2]}/parameters.py", f"qlib/studies/{parts[2]}.py"):
-        if (base / rel).is_file():
+    return _criteria_file(parts[2], commit, str(repo_root()))
+
+
+_DEFINES = re.compile(r"^PARAMETERS\b", re.M)
+
+
+@functools.lru_cache(maxsize=256)
+def _criteria_file(name: str, commit: str | None, root: str) -> str | None:
+    base = Path(root)
+    if commit is None:
+        listed = [f"qlib/studies/{name}.py"] + sorted(
+            str(p.relative_to(base)) for p in (base / "qlib/studies" / name).glob("*.py"))
+        read = lambda rel: (base / rel).read_text() if (base / rel).is_file() else ""  # noqa: E731
+    else:
+        out = git_text("ls-tree", "-r", "--name-only", commit, "--", f"qlib/studies/{name}.py",
+                    f"qlib/studies/{name}/", root=base) or ""
+        listed = [p for p in out.splitlines() if p.endswith(".py")]
+        read = lambda rel: (git_out("show", f"{commit}:{rel}", root=base) or b"").decode()  # noqa: E731
+    listed.sort(key=lambda rel: not rel.endswith("/parameters.py"))
+    for rel in listed:
+        if _DEFINES.search(read(rel)):
             return rel
     return None
 
 
+def last_change(commit: str, path: str) -> str:
+    """The last commit at or before ``commit`` that changed ``path`` ("unknown" if none)."""
+    return _last_change(commit, path, str(repo_root()))
+
+
 @functools.lru_cache(maxsize=256)
 def _last_change(commit: str, path: str, root: str) -> str:
-    out = _text("log", "-1", "--format=%H", commit, "--", path, root=Path(root))
+    out = git_text("log", "-1", "--format=%H", commit, "--", path, root=Path(root))
     return out or UNKNOWN
 
 
@@ -142,36 +174,40 @@ def criteria_commit(study: str | None, state: Mapping | None = None) -> str:
     run's): the last commit at or before its code commit that changed the study's criteria file;
     "uncommitted" when that file was among the uncommitted changes; "unknown" where it cannot say."""
     state = current() if state is None else state
-    path = criteria_file(study)
-    if path is None or state.get("commit", UNKNOWN) == UNKNOWN:
+    if state.get("commit", UNKNOWN) == UNKNOWN:
         return UNKNOWN
     diff = state.get("diff")
+    dirty = diff.get("paths", []) if isinstance(diff, Mapping) else []
+    path = criteria_file(study, state["commit"])
+    if path is None:  # a study that is not in the commit at all: uncommitted if its file is dirty
+        return UNCOMMITTED if criteria_file(study) in dirty and dirty else UNKNOWN
     if diff == UNKNOWN:
         return UNKNOWN
-    if isinstance(diff, Mapping) and path in diff.get("paths", []):
+    if path in dirty:
         return UNCOMMITTED
-    return _last_change(state["commit"], path, str(_root()))
+    return _last_change(state["commit"], path, str(repo_root()))
 
 
 def record_fields(study: str | None) -> dict:
     """The fields a new record gains: ``code_commit``, ``code_diff``, ``criteria_file``,
     ``criteria_commit``."""
     state = current()
+    at = None if state["commit"] == UNKNOWN else state["commit"]
     return {"code_commit": state["commit"], "code_diff": state["diff"],
-            "criteria_file": criteria_file(study) or UNKNOWN,
+            "criteria_file": criteria_file(study, at) or criteria_file(study) or UNKNOWN,
             "criteria_commit": criteria_commit(study, state)}
 
 
 def is_ancestor(older: str, newer: str) -> bool | None:
     """Whether commit ``older`` is an ancestor of (or is) ``newer``; None when either is not a
     commit of this repository."""
-    return _is_ancestor(older, newer, str(_root()))
+    return _is_ancestor(older, newer, str(repo_root()))
 
 
 @functools.lru_cache(maxsize=4096)
 def _is_ancestor(older: str, newer: str, root: str) -> bool | None:
     for c in (older, newer):
-        if _git("cat-file", "-e", f"{c}^{{commit}}", root=Path(root)) is None:
+        if git_out("cat-file", "-e", f"{c}^{{commit}}", root=Path(root)) is None:
             return None
     try:
         out = subprocess.run(["git", "-C", root, "merge-base", "--is-ancestor", older, newer],
@@ -210,14 +246,16 @@ def pin_problems(rec: Mapping) -> tuple[list[str], list[str]]:
 
 
 def criteria_after(rec: Mapping, study_file: str | None = None) -> str | None:
-    """The commit, if any, that changed the record's criteria file after its code commit (the
-    criteria at HEAD then came after its data): None when they did not or it cannot say."""
-    path = study_file or rec.get("criteria_file")
+    """The commit, if any, that changed its study's criteria file (at HEAD: the file may have
+    moved since) after the record's code commit (the criteria at HEAD then came after its data,
+    as far as the file says: it also changes for other reasons); None when it did not or it
+    cannot say."""
     code = rec.get("code_commit", UNKNOWN)
-    if not path or path == UNKNOWN or code == UNKNOWN:
+    head = git_text("rev-parse", "HEAD")  # a hash, not "HEAD": _last_change is cached
+    path = study_file or criteria_file(rec.get("study"), head) or rec.get("criteria_file")
+    if not path or path == UNKNOWN or code == UNKNOWN or not head:
         return None
-    head = _text("rev-parse", "HEAD")  # a hash, not "HEAD": _last_change is cached
-    now = _last_change(head, path, str(_root())) if head else UNKNOWN
+    now = _last_change(head, path, str(repo_root()))
     if now == UNKNOWN:
         return None
     return None if is_ancestor(now, code) else now
@@ -229,4 +267,65 @@ def summary_counts(recs: Sequence[Mapping]) -> dict[str, int]:
     for r in recs:
         p, u = pin_problems(r)
         out["failing" if p else "unknown" if u else "pinned"] += 1
+    return out
+
+
+# --------------------------------------------------------------------------- records made before the pins
+
+#: Two records of one tier and command belong to one run when the second began computing (its date
+#: minus its wall time) within this many seconds of the first's date: a run writes its entries one
+#: after another. Merging too much only makes a run start earlier, so more pins say "unknown".
+RUN_GAP_S = 1800
+#: A run's start-up before its first entry begins computing (imports, a notebook kernel's start,
+#: reading the stored entries it skips), bounded generously: a commit made less than this before
+#: a run's first computation may have come after the run started, so the run's HEAD is unknown.
+START_UP_S = 300
+
+
+def _time(iso: str) -> float:
+    import datetime
+
+    return datetime.datetime.fromisoformat(iso.replace("Z", "+00:00")).timestamp()
+
+
+def historical_pins(records: Mapping[str, Mapping]) -> dict[str, dict]:
+    """The pins git history determines for records made before they existed ({name: record} ->
+    {name: fields}). A record's ``commit`` is HEAD when it was written. Its records are grouped into
+    runs (one tier and command, each beginning within :data:`RUN_GAP_S` of the previous one's end);
+    the code commit is that ``commit`` where every record of the run names the same one and it was
+    committed before the run began (:data:`START_UP_S` before its first entry began computing:
+    the earliest date minus wall time), so HEAD could not move during the run; otherwise
+    "unknown". Whether the tree was clean was not recorded: ``code_diff``
+    is "unknown". The criteria commit follows from a known code commit as for a new record."""
+    by_run: dict[tuple, list[tuple[float, float, str]]] = {}
+    for name, r in records.items():
+        end = _time(r["date"])
+        run = by_run.setdefault((r.get("tier"), r.get("command")), [])
+        run.append((end - float(r.get("wall_s", 0)), end, name))
+    out = {}
+    for group in by_run.values():
+        group.sort(key=lambda x: x[1])
+        runs, cur, cur_end = [], [], None
+        for start, end, name in group:
+            if cur and start > cur_end + RUN_GAP_S:
+                runs.append(cur)
+                cur = []
+            cur.append((start, end, name))
+            cur_end = end if cur_end is None or len(cur) == 1 else max(cur_end, end)
+        runs.append(cur)
+        for run in runs:
+            commits = {records[n]["commit"] for _, _, n in run}
+            begin = min(s for s, _, _ in run)
+            code = UNKNOWN
+            if len(commits) == 1:
+                (c,) = commits
+                when = git_text("show", "-s", "--format=%cI", c)
+                if when and _time(when) <= begin - START_UP_S:
+                    code = c
+            for _, _, n in run:
+                study = records[n].get("study")
+                state = {"commit": code, "diff": None}  # the criteria as of the code commit
+                where = criteria_file(study, code) if code != UNKNOWN else None
+                out[n] = {"code_commit": code, "code_diff": UNKNOWN, "criteria_file": where or UNKNOWN,
+                          "criteria_commit": criteria_commit(study, state) if code != UNKNOWN else UNKNOWN}
     return out

@@ -1,6 +1,7 @@
 """Where stored entries live, how their files are hashed and written, and their record.
 
-The constants and environment variables of :mod:`qlib.results`, the :class:`Entry` of a tier,
+The constants of :mod:`qlib.results` and the names of the environment variables that carry its
+part of the run's configuration (:class:`qlib.config.RunConfig` reads them), the :class:`Entry` of a tier,
 deterministic .npz bytes and atomic writes, and :func:`make_record` (the provenance of an entry).
 """
 
@@ -25,7 +26,7 @@ import jax
 import numpy as np
 
 import qlib
-from qlib.config import ROOT
+from qlib.config import ROOT, RunConfig, current
 from qlib.results.environment import lock_hash
 from qlib.results.pins import record_fields
 from qlib.supermarket import chain
@@ -35,13 +36,13 @@ TIERS = ("default", "long")
 FLOAT_RTOL = 1e-12
 #: Steps of replica 0 recomputed by a checkpoint (a second or two, compile included).
 CHECKPOINT_STEPS = 2**16
-RESULTS_DIR_ENV = "QLIB_RESULTS_DIR"  # the results folder ("off": none is read or written)
-WRITE_ENV = "QLIB_RESULTS_WRITE"  # the tier a run writes: "default" (make figures) or "long"
-RUN_ENV = "QLIB_RESULTS_RUN"  # the id of that run: an entry computed in it is not computed again
-LOG_ENV = "QLIB_RESULTS_LOG"  # JSON lines: one comparison per written entry
-COMMAND_ENV = "QLIB_RESULTS_COMMAND"  # the command that recomputes the tier, for the record
+RESULTS_DIR_ENV = RunConfig.ENV["results_dir"]  # the results folder ("off": none is read or written)
+WRITE_ENV = RunConfig.ENV["write_tier"]  # the tier a run writes: "default" (make figures) or "long"
+RUN_ENV = RunConfig.ENV["run_id"]  # the id of that run: an entry computed in it is not computed again
+LOG_ENV = RunConfig.ENV["log"]  # JSON lines: one comparison per written entry
+COMMAND_ENV = RunConfig.ENV["command"]  # the command that recomputes the tier, for the record
 LONG_COMMAND = "make results-long"
-STUDY_ENV = "QLIB_RESULTS_STUDY"  # the study a results-long job is running (for its record)
+STUDY_ENV = RunConfig.ENV["study"]  # the study a results-long job is running (for its record)
 
 
 class ResultsWarning(UserWarning):
@@ -53,7 +54,7 @@ class ResultsWarning(UserWarning):
 
 def root() -> Path | None:
     """The results folder: ``$QLIB_RESULTS_DIR`` or ``results/`` at the repository root (None if "off")."""
-    raw = os.environ.get(RESULTS_DIR_ENV, "").strip()
+    raw = current().results_dir
     if raw.lower() in {"off", "none", "0"}:
         return None
     return Path(raw) if raw else ROOT / "results"
@@ -68,14 +69,14 @@ def tier_dir(tier: str) -> Path | None:
 
 def write_tier() -> str | None:
     """The tier this process writes (set by ``figures`` / ``results-long``), or None."""
-    t = os.environ.get(WRITE_ENV, "").strip()
+    t = current().write_tier
     if t and t not in TIERS:
         raise ValueError(f"{WRITE_ENV} must be one of {TIERS}; got {t!r}")
     return t or None
 
 
 def run_id() -> str | None:
-    return os.environ.get(RUN_ENV) or None
+    return current().run_id
 
 
 def entry_key(name: str, params: Mapping, seed: Any) -> str:
@@ -230,7 +231,7 @@ def versions() -> dict:
 
 
 def command() -> str:
-    return os.environ.get(COMMAND_ENV) or " ".join(
+    return current().command or " ".join(
         ["python"] + [os.path.basename(sys.argv[0])] + sys.argv[1:]
     )
 
@@ -243,7 +244,7 @@ def make_record(
     commit the run started from; ``code_diff``, ``criteria_file``, ``criteria_commit``: see
     :mod:`qlib.results.pins`."""
     sims = list(provenance.get("simulations", []))
-    study = os.environ.get(STUDY_ENV) or provenance.get("study")
+    study = current().study or provenance.get("study")
     # the code as it was when the run started, not HEAD now (qlib.results.pins)
     pins = record_fields(study)
     rec = {

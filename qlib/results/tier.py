@@ -11,21 +11,19 @@ import json
 import os
 import zipfile
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from qlib.config import current, using
 from qlib.results.freshness import read, stale_reasons, status
-from qlib.results.pins import CODE_ENV, start_run
+from qlib.results.pins import start_run
 from qlib.results.store import (
-    COMMAND_ENV,
     FLOAT_RTOL,
-    LOG_ENV,
     LONG_COMMAND,
-    RUN_ENV,
     TIERS,
-    WRITE_ENV,
     array_hash,
     atomic_bytes,
     entries,
@@ -117,7 +115,7 @@ def commit(
     on_stored = _ON_STORED.get()
     if on_stored is not None and outcome in ("new", "mismatch"):
         on_stored(rec)
-    log = os.environ.get(LOG_ENV)
+    log = current().log
     if log:
         line = json.dumps(
             {
@@ -257,30 +255,23 @@ def writing(tier: str, command_line: str, *, prune_after: bool = False, out=prin
     if root() is None:
         yield None
         return
-    had_code = os.environ.get(CODE_ENV)
-    start_run(allow_dirty)
+    # the code's state when the run starts, in force for the run and its kernels (qlib.results.pins)
+    code = json.dumps(start_run(allow_dirty), sort_keys=True)
     import tempfile
     import uuid
 
     fd, log = tempfile.mkstemp(prefix="qlib-results-", suffix=".jsonl")
     os.close(fd)
-    env = {WRITE_ENV: tier, RUN_ENV: uuid.uuid4().hex, LOG_ENV: log, COMMAND_ENV: command_line}
-    old = {k: os.environ.get(k) for k in env}
-    os.environ.update(env)
+    config = replace(current(), write_tier=tier, run_id=uuid.uuid4().hex, log=log, command=command_line,
+                     code=code)
     token = _ON_STORED.set(on_stored)
     completed = False
     try:
-        yield log
+        with using(config):
+            yield log
         completed = True
     finally:
         _ON_STORED.reset(token)
-        if had_code is None:  # the next run captures its own start
-            os.environ.pop(CODE_ENV, None)
-        for k, v in old.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
         entries_log = read_log(log)
         text, _ = report(entries_log)
         out(text)

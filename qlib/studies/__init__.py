@@ -10,7 +10,11 @@ into the numbers one notebook and one part of the claims table show:
   criterion text rendered from them, wrong models by their key in
   :data:`qlib.supermarket.variants.WRONG_MODELS`), from which the rows are built;
 - ``run(mode, *, progress=True) -> <Study>Result``: computes everything (sweeps are cached
-  in ``.qlib_cache/``) and returns a frozen dataclass whose array shapes are documented;
+  in ``.qlib_cache/``) and returns a frozen dataclass whose array shapes are documented; or, for a
+  study of plain functions (issue 50; ``perfect`` so far), ``parameters(mode)`` (typed, frozen),
+  ``plan(params) -> list[Run]`` (:mod:`qlib.studies.plan`: each run a cache entry and how to
+  measure it) and ``assemble(arrays, params) -> <Study>Result``, which :func:`qlib.runner.run`
+  carries out: such a study imports nothing from :mod:`qlib.results`;
 - ``claim_rows(result) -> list[ClaimRow]``: the claims-table rows, computed from that same
   result, so the table and the figures share their numbers;
 - ``summary(result) -> pandas.DataFrame``: the numbers its notebook shows beside the figures;
@@ -20,7 +24,7 @@ A study longer than about 500 lines is a package by role (``compute``, ``claims`
 ``parameters`` where they are long) whose ``__init__`` re-exports its public names
 (CONTRIBUTING.md).
 
-The studies are listed in :data:`qlib.claims.STUDIES`.
+The studies are listed in :data:`qlib.runner.STUDIES`, which runs them; nothing here imports it.
 """
 
 from __future__ import annotations

@@ -44,12 +44,11 @@ from qlib.studies import families as fs
 from qlib.studies import max_length as ml
 from qlib.studies import mixing as mx
 from qlib.supermarket import predicted_max_length, relaxation_time, simulate_many
+from qlib.supermarket.point import PointTuple
 from qlib.supermarket.regime import family_point
 from qlib.supermarket.simulation import SupermarketResult
 from qlib.supermarket.theory import steps_per_time
 from qlib.supermarket.variants import NEAR, NEAR_MODELS, name_of
-
-PointTuple = tuple[int, int, float]
 
 #: The threshold of the identity rows, fixed before the run (both modes): |Z_j| within this many
 #: standard errors at every level (and a near wrong model told apart beyond it).

@@ -16,8 +16,11 @@ whose queues hold at most L customers exactly, with no burn-in argument. This st
   intervals), with the stationary mass at L and the loss probability: how far the bounded
   model at L = k + 3 is from the unbounded one.
 
-The study's shape (see :mod:`qlib.studies`): :data:`PARAMETERS`, :func:`run`, :func:`claim_rows`,
-:func:`findings`; figures in :mod:`qlib.plots.perfect`.
+The study's shape (see :mod:`qlib.studies`): :data:`PARAMETERS`, then plain functions (issue 50):
+:func:`parameters` (the mode's typed parameters), :func:`plan` (the runs, each a cache entry) and
+:func:`assemble` (their arrays into a :class:`PerfectResult`), which :func:`qlib.runner.run`
+carries out (``run(perfect, "full")``); :func:`claim_rows`, :func:`findings`; figures in
+:mod:`qlib.plots.perfect`. It imports nothing from :mod:`qlib.results`.
 """
 
 from __future__ import annotations
@@ -30,8 +33,8 @@ import numpy as np
 
 from qlib import _rng, stats
 from qlib.claims import ClaimRow, ClaimSpec
-from qlib.results import cache
 from qlib.studies import ArrayResult, check_mode
+from qlib.studies.plan import Run
 from qlib.supermarket import (
     exact_equilibrium,
     exact_stationary,
@@ -41,6 +44,7 @@ from qlib.supermarket import (
 )
 from qlib.supermarket.equilibrium import BURN_IN_TAUS
 from qlib.supermarket.perfect import capacity_for, forward_meeting_states, state_law
+from qlib.supermarket.point import PointTuple
 from qlib.supermarket.theory import all_sampled_at_least, predicted_max_length, steps_per_time
 
 #: The thresholds of the rows, fixed before any run (both modes): ``p_pass`` the G-test's (exact
@@ -188,27 +192,81 @@ def _cost_point(n: int, d: int, lam: float, replicas: int, extra: int, seed: int
                 loss=r.loss_probability[0], counts=r.counts)
 
 
-def run(mode: str = "full", *, progress: bool = True) -> PerfectResult:
-    """Compute every number of notebook 04 (each point cached in ``.qlib_cache/``)."""
+@dataclass(frozen=True)
+class Parameters:
+    """The study's parameters in one mode, typed (:func:`parameters` builds them from
+    :data:`PARAMETERS`).
+
+    Args:
+        mode: "full" or "smoke".
+        seed: the base seed of every run.
+        extra: the capacity is L = k + extra.
+        exactness_points: (n, d, lam, L, with replacement) of the G-tests.
+        samples: perfect samples per exactness point.
+        p_pass: the G-test's threshold (``claims``).
+        cost_d: d of the cost grid.
+        cost_grid: its (lam, n) points.
+        cost_replicas: samples per cost point.
+        max_law_point: (n, d, lam) of the law of the maximum.
+        max_law_replicas: its samples.
+    """
+
+    mode: str
+    seed: int
+    extra: int
+    exactness_points: tuple[tuple[int, int, float, int, bool], ...]
+    samples: int
+    p_pass: float
+    cost_d: int
+    cost_grid: tuple[tuple[float, int], ...]
+    cost_replicas: int
+    max_law_point: PointTuple
+    max_law_replicas: int
+
+    @property
+    def cost_points(self) -> list[PointTuple]:
+        """The cost grid as (n, d, lam), in the grid's order."""
+        return [(n, self.cost_d, lam) for lam, n in self.cost_grid]
+
+
+def parameters(mode: str = "full") -> Parameters:
+    """The typed parameters of ``mode`` (ValueError for another mode)."""
     P = PARAMETERS[check_mode(mode)]
-    ex = dict(P["exactness"], p_pass=P["claims"]["p_pass"])  # (the cache key of the runs before the split)
-    e = cache.cached("perfect-exactness", ex, P["seed"],
-                     lambda: exactness(ex["points"], ex["samples"], ex["p_pass"], P["seed"]).arrays())
-    c = P["cost"]
-    grid = [(n, c["d"], lam) for lam, n in c["grid"]]
-    seeds = [_seed(P["seed"], "cost", j) for j in range(len(grid))]
-    params = [dict(n=n, d=d, lam=lam, replicas=c["replicas"], extra=P["extra"]) for n, d, lam in grid]
-    pts = cache.cached_points("perfect-cost", params, seeds,
-                              lambda idx: [_cost_point(**params[j], seed=seeds[j]) for j in idx], group=1)
+    ex, c, m = P["exactness"], P["cost"], P["max_law"]
+    return Parameters(mode=mode, seed=P["seed"], extra=P["extra"],
+                      exactness_points=tuple(tuple(p) for p in ex["points"]), samples=ex["samples"],
+                      p_pass=P["claims"]["p_pass"], cost_d=c["d"],
+                      cost_grid=tuple(tuple(g) for g in c["grid"]), cost_replicas=c["replicas"],
+                      max_law_point=tuple(m["point"]), max_law_replicas=m["replicas"])
+
+
+def plan(params: Parameters) -> list[Run]:
+    """The runs of the study, each one cache entry: the exactness tests, each cost point, the law of
+    the maximum (their names, parameters and seeds are the cache keys of the stored results)."""
+    p = params
+    ex = dict(points=list(p.exactness_points), samples=p.samples, p_pass=p.p_pass)
+    runs = [Run("perfect-exactness", ex, p.seed,
+                lambda: exactness(p.exactness_points, p.samples, p.p_pass, p.seed).arrays())]
+    for j, (n, d, lam) in enumerate(p.cost_points):
+        runs.append(_cost_run("perfect-cost", n, d, lam, p.cost_replicas, p.extra, _seed(p.seed, "cost", j)))
+    n, d, lam = p.max_law_point
+    runs.append(_cost_run("perfect-max-law", n, d, lam, p.max_law_replicas, p.extra,
+                          _seed(p.seed, "max_law", 0)))
+    return runs
+
+
+def _cost_run(name: str, n: int, d: int, lam: float, replicas: int, extra: int, seed: int) -> Run:
+    return Run(name, dict(n=n, d=d, lam=lam, replicas=replicas, extra=extra), seed,
+               lambda: _cost_point(n, d, lam, replicas, extra, seed))
+
+
+def assemble(arrays: list[dict[str, np.ndarray]], params: Parameters) -> PerfectResult:
+    """The result from the arrays of :func:`plan`'s runs, in its order."""
+    e, *pts, mp = arrays
     cost = Cost(**{f: np.stack([np.asarray(p[f]) for p in pts]) for f in Cost.__dataclass_fields__})
-    m = P["max_law"]
-    n, d, lam = m["point"]
-    ms = _seed(P["seed"], "max_law", 0)
-    mp = cache.cached_points("perfect-max-law",
-                             [dict(n=n, d=d, lam=lam, replicas=m["replicas"], extra=P["extra"])], [ms],
-                             lambda idx: [_cost_point(n, d, lam, m["replicas"], P["extra"], ms)], group=1)[0]
+    _, d, lam = params.max_law_point
     return PerfectResult(exactness=Exactness.from_arrays(e), cost=cost, max_law=_max_law(mp, d, lam),
-                         mode=mode)
+                         mode=params.mode)
 
 
 def _max_law(p: dict[str, np.ndarray], d: int, lam: float) -> MaxLaw:

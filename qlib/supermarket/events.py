@@ -14,6 +14,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from qlib import _rng
+from qlib._xla import wide_vectors_supported
 
 _NOOP = 0xFFFFFFFF  # a departure with this rank touches level 0: the step of an inactive lane
 _M32 = 0xFFFFFFFF
@@ -110,6 +111,36 @@ def _log_reduced(m, e):
     return e * _LN2 + (2.0 * t) * q
 
 
+def avx2_forms() -> bool:
+    """True where the event map is traced in its AVX2 forms: XLA:CPU on a CPU without AVX-512 (or
+    with it capped, :func:`qlib._xla.isa_capped`). AVX2 has no float64 <-> int64 vector conversion
+    and no 64-bit vector multiply, so LLVM runs ``frexp``'s exponent and ``astype(int64)`` of a
+    float one element at a time and a uint64 product as three 32-bit ones; the AVX2 forms below
+    give the same bits with vector instructions (bit tricks exact in the ranges used). Elsewhere
+    (AVX-512, GPU) the event map is traced as before, so its code there does not change."""
+    return jax.default_backend() == "cpu" and not wide_vectors_supported()
+
+
+_MANTISSA = 0x000FFFFFFFFFFFFF
+_HALF = 0x3FE0000000000000  # the bits of 0.5
+_TWO52 = 0x4330000000000000  # the bits of 2^52
+
+
+def _frexp_positive(u):
+    """frexp(u) = (m, e as float64) for finite normal u > 0, from the bits: m = u with the exponent
+    of 1/2, e = biased exponent - 1022 (as 2^52 + e' - (2^52 + 1022), exact): what jnp.frexp gives."""
+    b = jax.lax.bitcast_convert_type(u, jnp.uint64)
+    m = jax.lax.bitcast_convert_type((b & jnp.uint64(_MANTISSA)) | jnp.uint64(_HALF), jnp.float64)
+    e = jax.lax.bitcast_convert_type((b >> 52) | jnp.uint64(_TWO52), jnp.float64) - (2.0**52 + 1022.0)
+    return m, e
+
+
+def _small_int(x):
+    """x.astype(int64) for integer-valued float64 x in [0, 2^52): the bits of x + 2^52 less those of
+    2^52 (exact; a vector integer subtract in place of a scalar conversion on AVX2)."""
+    return (jax.lax.bitcast_convert_type(x + 2.0**52, jnp.uint64) - jnp.uint64(_TWO52)).astype(jnp.int64)
+
+
 def uniform_log(w):
     """log U for U = (w + 1/2)/2^64, w uint64: accurate (a few ulp) near 0 and near 1.
 
@@ -117,11 +148,15 @@ def uniform_log(w):
     and its log taken as above; nearer 1, from x = 1 - U = (2^64 - 1 - w + 1/2)/2^64 (exact),
     log U = -x (1 + x (1/2 + x/3)) (truncation x^3/4 < 2^-62 relative).
     """
-    u = (w.astype(jnp.float64) + 0.5) * 2.0**-64
-    m, e = jnp.frexp(u)
+    u = (w.astype(jnp.float64) + 0.5) * 2.0**-64  # >= 2^-65: normal
+    if avx2_forms():
+        m, e = _frexp_positive(u)
+    else:
+        m, e = jnp.frexp(u)
+        e = e.astype(jnp.float64)
     x = ((~w).astype(jnp.float64) + 0.5) * 2.0**-64
     near = -x * (1.0 + x * (0.5 + x * (1.0 / 3.0)))
-    return jnp.where(w >= jnp.uint64(_NEAR_ONE), near, _log_reduced(m, e.astype(jnp.float64)))
+    return jnp.where(w >= jnp.uint64(_NEAR_ONE), near, _log_reduced(m, e))
 
 
 def join_threshold(log_u, n, d):
@@ -137,12 +172,15 @@ def join_threshold(log_u, n, d):
     ez = jnp.exp(z)
     em1 = jnp.where(z > -(2.0**-26), z * (1.0 + 0.5 * z), ez - 1.0)
     x = jnp.where(z < -_LN2, jnp.floor(nf * ez), nf + jnp.floor(nf * em1))
-    return jnp.clip(x, 0.0, nf - 1.0).astype(jnp.int64)
+    x = jnp.clip(x, 0.0, nf - 1.0)  # an integer in [0, n - 1], n < 2^32
+    return _small_int(x) if avx2_forms() else x.astype(jnp.int64)
 
 
 def departure_rank(w, n):
     """r = floor(w n / 2^64) for w uint64, n < 2^32, exact (64 x 32-bit high product), as int64."""
     n = n.astype(jnp.uint64)
+    if avx2_forms():  # n < 2^32 made visible to LLVM: each product is one 32 x 32-bit vector multiply
+        n = n & jnp.uint64(_M32)
     return (((w >> 32) * n + (((w & jnp.uint64(_M32)) * n) >> 32)) >> 32).astype(jnp.int64)
 
 

@@ -29,6 +29,10 @@ import numpy as np
 
 from qlib import _validate as V
 
+#: A point as a sweep passes it around, (n, d, lam) or (n, d, one_minus_lam), unchecked: the one alias
+#: every study uses (:class:`Point` is the checked form, :func:`as_point` turns one into the other).
+PointTuple = tuple[int, int, float]
+
 #: Largest n and d of the model (the theory's range).
 MAX_D = 2**63 - 1
 #: Largest n the simulation resolves: counts are uint32, the departure rank a 64 x 32-bit product.

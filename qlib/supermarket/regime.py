@@ -32,7 +32,7 @@ from scipy.linalg import solve_continuous_lyapunov
 from qlib import _validate as V
 from qlib.supermarket.linear_noise import from_matrices
 from qlib.supermarket.mixing_law import meeting_time_law
-from qlib.supermarket.point import Point, as_point
+from qlib.supermarket.point import Point, PointTuple, as_point
 from qlib.supermarket.refined import levels_for, second_order
 from qlib.supermarket.theory import (
     asymptotic_profile,
@@ -41,7 +41,9 @@ from qlib.supermarket.theory import (
     predicted_max_length,
 )
 
-PointTuple = tuple[int, int, float]
+#: The working hypotheses of the theorems (docs/models.md#hypotheses), in order: the keys of
+#: :func:`hypotheses` and :func:`family_hypotheses` that are booleans.
+HYPOTHESES = ("H0", "H1", "H2", "H3")
 
 # --------------------------------------------------------------------------- k, c and the families
 
@@ -122,7 +124,13 @@ def family_hypotheses(n: int, d: int, lam: float, alpha: float, beta: float, *, 
 
 def inside(h: dict) -> bool:
     """Whether a point is inside H0-H3 (``h`` from :func:`hypotheses` or :func:`family_hypotheses`)."""
-    return bool(h["H0"] and h["H1"] and h["H2"] and h["H3"])
+    return all(h[x] for x in HYPOTHESES)
+
+
+def failing(h: dict) -> list[str]:
+    """The hypotheses of :data:`HYPOTHESES` that ``h`` (from :func:`hypotheses` or
+    :func:`family_hypotheses`) says fail, in order."""
+    return [x for x in HYPOTHESES if not h[x]]
 
 
 # --------------------------------------------------------------------------- the mixing-time scales

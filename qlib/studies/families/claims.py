@@ -13,6 +13,7 @@ from qlib._rng import named_seed
 from qlib.claims import ClaimRow, ClaimSpec, Counterfactual, combine, decide, se_distance
 from qlib.power import at_level, d_pass, refined_fraction, within
 from qlib.studies.families.compute import FamiliesResult, Family, not_k, slope_ci
+from qlib.studies.families.parameters import LONG_COMMAND
 from qlib.studies.max_length import Estimates
 from qlib.studies.wrong_models import WRONG_MODELS, resolution
 
@@ -150,43 +151,61 @@ def most_at_k_rows(result: FamiliesResult, spec: ClaimSpec) -> list[ClaimRow]:
     where H0-H3 hold at no point)."""
     C = result.parameters["claims"]
     tol = C["model_error"]
+    # the levels judged at the largest n: k and k + each neighbour level (issue 47)
+    offsets = sorted({0, *C.get("neighbour_levels", [])})
     rows = []
     for f in result.families:
         k = f.k
+        levels = [k + o for o in offsets if k + o >= 0]
+        # issue 47: judged on the family's fresh stream once results/long holds it; until then on the
+        # stored seeds, which came before the criterion (the claims table flags the row)
+        E = f.fresh if f.fresh is not None else f.est
         vs, parts = [], []
         judged = [j for j, h in enumerate(f.hyp) if h["H0"] and h["H1"] and h["H2"] and h["H3"]]
         top = f.ns.size - 1
         n_t, d_t, e_t = int(f.ns[top]), int(f.est.d[top]), float(1 - f.est.lam[top])
         # the prediction at the largest n: the refined mean field (order 1/n) of JSQ(d), for every model
-        pred = at_level(refined_fraction(n_t, d_t, e_t), k)
+        ref = refined_fraction(n_t, d_t, e_t)
+        preds = [at_level(ref, i) for i in levels]
         for j in range(f.ns.size):
             bound = 1 - C["slack"] * f.c(j)
-            lo, hi, m = float(f.est.p_low[j, k]), float(f.est.p_high[j, k]), float(f.est.p[j, k])
+            lo, hi, m = float(E.p_low[j, k]), float(E.p_high[j, k]), float(E.p[j, k])
             if j in judged:
                 vs.append(decide(lo, hi, bound))
             parts.append(f"n={int(f.ns[j])}: {m:.3f} ({lo:.3f} to {hi:.3f}) vs {bound:.3f}"
-                         + (f", refined mean field {pred:.3f} ({m - pred:+.3f})" if j == top else "")
+                         + (", refined mean field " + ", ".join(
+                             f"at {i}: {float(E.p[j, i]):.4f} vs {p:.4f}" for i, p in zip(levels, preds))
+                            if j == top else "")
                          + ("" if j in judged else " (outside H0-H3: not judged)"))
-        half_t = float(f.est.p_high[top, k] - f.est.p_low[top, k]) / 2
+        halves = [float(E.p_high[top, i] - E.p_low[top, i]) / 2 for i in levels]
+        half_t = halves[levels.index(k)]
         if top in judged:
-            vs.append("PASS" if within(float(f.est.p[top, k]), half_t, pred, tol) else "FAIL")
+            vs.append("PASS" if all(within(float(E.p[top, i]), h, p, tol)
+                                    for i, h, p in zip(levels, halves, preds)) else "FAIL")
         inside = bool(judged)
         outcome = ("INCONCLUSIVE" if f.missing and f.inside() else combine(vs)) if inside else "finding"
         if f.missing:
             parts.append(f"not judged: the long tier lacks {_missing_text(f)}")
+        parts.append("on the fresh stream (issue 47)" if f.fresh is not None else
+                     ("on the stored seeds; the fresh stream's points are not stored yet (`"
+                      + LONG_COMMAND + "`)" if f.fresh_missing else "on the stored seeds"))
 
-        def judge(e, j, kk=k, f=f, pred=pred):  # f bound now (it is called within this iteration anyway)
+        def judge(e, j, kk=k, f=f, preds=preds, levels=levels):  # bound now (called within this iteration)
             bound = 1 - C["slack"] * f.c(f.ns.size - 1)
             lo, hi, m = float(e.p_low[j, kk]), float(e.p_high[j, kk]), float(e.p[j, kk])
             half = (hi - lo) / 2
-            v = combine([decide(lo, hi, bound), "PASS" if within(m, half, pred, tol) else "FAIL"])
-            se = (abs(m - pred) - tol) / (half / 1.96) if half > 0 else None
-            text = f"{m:.3f} ({lo:.3f} to {hi:.3f}) vs bound {bound:.3f}, refined mean field {pred:.3f}"
+            near = [within(float(e.p[j, i]), float(e.p_high[j, i] - e.p_low[j, i]) / 2, p, tol)
+                    for i, p in zip(levels, preds)]
+            v = combine([decide(lo, hi, bound), "PASS" if all(near) else "FAIL"])
+            p_k = preds[levels.index(kk)]
+            se = (abs(m - p_k) - tol) / (half / 1.96) if half > 0 else None
+            text = (f"{m:.3f} ({lo:.3f} to {hi:.3f}) vs bound {bound:.3f}, refined mean field "
+                    + ", ".join(f"at {i}: {float(e.p[j, i]):.4f} vs {p:.4f}" for i, p in zip(levels, preds)))
             return v, text, se
 
         cfs = _wrong_rows(f, judge)
-        power = (d_pass("families.most_at_k", C, dict(d=d_t, n=n_t, one_minus_lam=e_t, k=k, half=half_t,
-                                                      c=f.c(top)), at=f"n={n_t}, 1-lam={e_t:.3g}")
+        inputs = dict(d=d_t, n=n_t, one_minus_lam=e_t, k=k, half=half_t, halves=halves, c=f.c(top))
+        power = (d_pass("families.most_at_k", C, inputs, at=f"n={n_t}, 1-lam={e_t:.3g}")
                  if inside and top in judged else None)
         rows.append(ClaimRow(
             claim=spec.claim.format(k=k) + ("" if inside else " — outside the hypotheses: a finding"),
@@ -198,7 +217,9 @@ def most_at_k_rows(result: FamiliesResult, spec: ClaimSpec) -> list[ClaimRow]:
             criterion=spec.criterion_text(result.parameters),
             threshold=spec.threshold_text(result.parameters),
             taus=float(f.est.taus.min()), start=_start(result.parameters), reference=spec.reference,
-            counterfactuals=cfs, resolution=resolution(cfs), power=power))
+            counterfactuals=cfs, resolution=resolution(cfs), power=power,
+            # the data this row is judged on (qlib.claims.with_criteria): the fresh stream once stored
+            criteria={"data": ["families_fresh_"]} if f.fresh is not None else None))
     return rows
 
 
@@ -256,9 +277,11 @@ CLAIMS: dict[str, ClaimSpec] = {
                                "at the value the mean field predicts",
         criterion="at every point inside H0-H3 (a finding if there is none): the lower end of the 95% CI of "
                   "the fraction at k >= 1 - slack (1-lam) d^(k-1) (FAIL: an upper end below; INCONCLUSIVE: a "
-                  "CI straddles); and at the largest n, inside H0-H3, |fraction at k - refined mean field of "
-                  "JSQ(d)| <= {model_error:g} + its 95% CI half-width (else FAIL); outside: a finding",
-        thresholds=(("slack",), ("model_error",), ("hypotheses", "c_max"), ("hypotheses", "gamma_min")),
+                  "CI straddles); and at the largest n, inside H0-H3, at k and at k + each of "
+                  "{neighbour_levels}: |fraction - refined mean field of JSQ(d)| <= {model_error:g} + its "
+                  "95% CI half-width (else FAIL); outside: a finding",
+        thresholds=(("slack",), ("model_error",), ("neighbour_levels",), ("hypotheses", "c_max"),
+                    ("hypotheses", "gamma_min")),
         threshold="bound 1 - {slack:g} (1-lam) d^(k-1) at every point (lower 95% end); at the largest n "
                   "within {model_error:g} (model error) + CI half-width of the refined mean field",
         wrong_models=("jsq2", "half_d", "d-1", "d*0.9", "other_sampling"), rows=most_at_k_rows,

@@ -55,6 +55,11 @@ class Family:
     provenance: str = ""
     #: H0-H3 at the design's largest n (whether or not it was run)
     design_hyp: dict | None = None
+    #: the estimates at the same n on the family's fresh stream (issue 47: the rows whose criterion came
+    #: after their data are judged on them), None until results/long holds every point
+    fresh: Estimates | None = None
+    #: the fresh points results/long lacks: (n, why)
+    fresh_missing: tuple = ()
 
     @property
     def ns(self) -> np.ndarray:
@@ -162,7 +167,65 @@ def long_cost(mode: str = "full") -> float:
                     except cache.NotStored:
                         w = _wrong_run(P, name, wm, True)
                         total += per_tau * w["replicas"] * (P["burn_taus"] + w["batches"] * w["batch_taus"])
+    for name in L["fresh"]["families"]:  # issue 47's fresh points results/long lacks
+        fam = P["families"][name]
+        for n in list(fam["ns"]) + list(L["ns"].get(name, [])):
+            try:
+                with cache.stored_only("long"):
+                    _fresh_one(P, name, fam, n)
+            except cache.NotStored:
+                pt = family_point(n, fam["alpha"], fam["beta"])
+                b = L["batches"] if n in L["ns"].get(name, []) else P["batches"]
+                total += (relaxation_time(pt[1], pt[2]) * (1.0 + pt[2]) * pt[0] * P["replicas"]
+                          * (P["burn_taus"] + b * P["batch_taus"]))
     return total
+
+
+def _fresh_points(mode: str, name: str, fam: dict, *, progress: bool) -> tuple:
+    """(Estimates on the family's fresh stream at every n of its design, or None; the points
+    results/long lacks; the records read): each point one long-tier entry, computed only by
+    ``make results-long ONLY=families``."""
+    P = PARAMETERS[mode]
+    L, F = P["long"], P["long"]["fresh"]
+    if name not in F["families"]:
+        return None, (), []
+    ests, missing, records = [], [], []
+    for n in list(fam["ns"]) + list(L["ns"].get(name, [])):
+        got, read, why = long_point(long_read_only(mode), lambda n=n: _fresh_one(P, name, fam, n, progress),
+                                    LONG_COMMAND)
+        if got is None:
+            missing.append((n, why))
+            continue
+        records += read
+        ests.append(got)
+    return (Estimates.concat(ests) if ests and not missing else None), tuple(missing), records
+
+
+def _fresh_one(P: dict, name: str, fam: dict, n: int, progress: bool = False) -> Estimates:
+    L = P["long"]
+    pt = family_point(n, fam["alpha"], fam["beta"])
+    b = L["batches"] if n in L["ns"].get(name, []) else P["batches"]
+    return estimates(f"families_fresh_{name}", [pt], replicas=P["replicas"],
+                     seeds=[named_seed(L["fresh"]["stream"], name, n)], batches=b, burn_taus=P["burn_taus"],
+                     batch_taus=P["batch_taus"], progress=progress)
+
+
+def fresh_cost(mode: str = "full") -> dict[str, float]:
+    """Replica-steps of each family's fresh points (issue 47), stored or not: replicas x (burn-in +
+    batches x batch) relaxation times x steps per relaxation time."""
+    P = PARAMETERS[check_mode(mode)]
+    L = P["long"]
+    out = {}
+    for name in L["fresh"]["families"]:
+        fam = P["families"][name]
+        total = 0.0
+        for n in list(fam["ns"]) + list(L["ns"].get(name, [])):
+            pt = family_point(n, fam["alpha"], fam["beta"])
+            per_tau = relaxation_time(pt[1], pt[2]) * (1.0 + pt[2]) * pt[0]
+            b = L["batches"] if n in L["ns"].get(name, []) else P["batches"]
+            total += per_tau * P["replicas"] * (P["burn_taus"] + b * P["batch_taus"])
+        out[name] = total
+    return out
 
 
 def _family_points(mode: str, name: str, fam: dict, *, progress: bool) -> tuple:
@@ -248,6 +311,7 @@ def run(mode: str = "full", *, progress: bool = True) -> FamiliesResult:
     for name, fam in P["families"].items():
         a, b = fam["alpha"], fam["beta"]
         pts, est, sd, missing, records = _family_points(mode, name, fam, progress=progress)
+        fresh, fresh_missing, fresh_read = _fresh_points(mode, name, fam, progress=progress)
         hyp = [family_hypotheses(n, d, lam, a, b, **H) for n, d, lam in pts]
         design_top = family_point(family_ns(mode, name)[-1], a, b)
         design_hyp = family_hypotheses(*design_top, a, b, **H)
@@ -259,7 +323,7 @@ def run(mode: str = "full", *, progress: bool = True) -> FamiliesResult:
         out.append(Family(name=name, alpha=a, beta=b, k=math.ceil(a / b - 1e-12), gamma=gamma(a, b), est=est,
                           sd=sd, wrong=wrong, hyp=hyp, missing=missing,
                           provenance=results.provenance_text(records, LONG_COMMAND),
-                          design_hyp=design_hyp))
+                          design_hyp=design_hyp, fresh=fresh, fresh_missing=fresh_missing))
     return FamiliesResult(mode=mode, parameters=P, families=out)
 
 

@@ -33,12 +33,12 @@ PARAMETERS: dict[str, dict[str, Any]] = {
         "families": {"A": dict(alpha=0.5, beta=0.4, ns=[300, 1_000]),
                      "D": dict(alpha=0.75, beta=0.5, ns=[300]), "K3": dict(alpha=0.8, beta=0.35, ns=[300])},
         "long": dict(ns={}, batches=1, wrong=dict(replicas=2, batches=1, batch_taus=10.0, models=["jsq2"]),
-                     decide={}),
+                     decide={}, fresh=dict(stream="families/smoke/issue47", families=[])),
         "replicas": 4, "burn_taus": 20.0, "batch_taus": 10.0, "batches": 1,
         "sd": dict(replicas=2, taus=2.0, samples=50),
         "wrong": dict(replicas=2, batches=1, batch_taus=10.0, models=["jsq2", "d-1"]),
         "claims": dict(p_min=0.95, p_halfwidth_target=0.05, slope_max=0.0, slack=2.0, model_error=0.01,
-                       boot=200,
+                       neighbour_levels=[-1, 1], boot=200,
                        hypotheses=dict(c_max=0.5, gamma_min=0.0), sd_band=dict(low=1 / 3, high=3.0)),
         "stream": "families/smoke",
     },
@@ -59,7 +59,15 @@ PARAMETERS: dict[str, dict[str, Any]] = {
                      # 8 replicas x 30 tau after the burn-in (~2.1e10 replica-steps), under its own cache
                      # name and seed (families_wrong_C_half_d_decide), so the entries above stay as
                      # stored; C's rows judge JSQ(d/2) from it (A and B keep theirs).
-                     decide={"C": dict(replicas=8, batches=1, batch_taus=30.0, models=["half_d"])}),
+                     decide={"C": dict(replicas=8, batches=1, batch_taus=30.0, models=["half_d"])},
+                     # issue 47 (fixed before its run): the most-at-k rows of A, B and C (rows 16-18) were
+                     # judged by a clause committed after their data (model_error, 52d21b2) and now also by
+                     # the neighbour levels. They are judged again on a stream of their own, at every n of
+                     # the family (the default tier's and the long tier's), with the design above (8
+                     # replicas, 20 tau burn-in, 1 batch of 20 tau below 3e4, 2 from 3e4): one long-tier
+                     # entry per point, families_fresh_<family> (cost: families.fresh_cost()). Until every
+                     # point is stored, those rows read "criterion after data".
+                     fresh=dict(stream="families/issue47", families=["A", "B", "C"])),
         "replicas": 8, "burn_taus": 20.0, "batch_taus": 20.0, "batches": 1,
         "sd": dict(replicas=4, taus=10.0, samples=400),
         "wrong": dict(replicas=4, batches=1, batch_taus=10.0,
@@ -78,6 +86,11 @@ PARAMETERS: dict[str, dict[str, Any]] = {
             # 95% CI half-width of the refined mean field (order 1/n). 0.01 is below a third of the
             # smallest gap JSQ(d x 0.75) or JSQ(d x 1.25) opens in the fluid at n = 1e5 (0.036: B, d x 1.25)
             model_error=0.01,
+            # ... and the fractions at k-1 and k+1 the same way (issue 47, fixed before the fresh-seed run
+            # below): with the fraction at k alone, JSQ(22), JSQ(46-48) and JSQ(61-63) pass rows 16-18 beside
+            # the band around d (the fraction at k is not monotone in d'); with k-1 and k+1 too, a scan of
+            # every d' in [1, 4d] at the stored points leaves the band around d alone
+            neighbour_levels=[-1, 1],
             boot=2000,
             # where a row is a claim and not a finding (docs/models.md#hypotheses)
             hypotheses=dict(c_max=0.5, gamma_min=0.0), sd_band=dict(low=1 / 3, high=3.0)),

@@ -17,7 +17,7 @@ from qlib.supermarket.theory import predicted_max_length, steps_per_time
 REF = (
     "Brightwell & Luczak arXiv:1201.5523 (as summarised; docs/models.md#mixing-time, "
     "docs/models.md#hypotheses); T_pred: docs/models.md#mixing-time-predicted; the k = 3 design: "
-    "docs/models.md#k-3"
+    "docs/models.md#k3-design"
 )
 START = (
     "certified: one chain per point from the fluid point, burned in for {burn_factor:g}x the largest "
@@ -577,9 +577,15 @@ CLAIMS: dict[str, ClaimSpec] = {
 }
 
 
-def claim_rows(result: K3Result) -> list[ClaimRow]:
-    """The rows of every spec of :data:`CLAIMS`, in order, each naming the stored entries it was read from."""
-    rows = [r for spec in CLAIMS.values() for r in spec.rows(result, spec)]
+#: the rows each notebook shows: the maximum and the profile (01), the mixing time (02)
+NOTEBOOK_KEYS = {"maximum": ("max_k3", "profile_k3"), "mixing": ("predicted_k3", "relaxation_d2")}
+
+
+def claim_rows(result: K3Result, which: str | None = None) -> list[ClaimRow]:
+    """The rows of every spec of :data:`CLAIMS` (or of ``which``: "maximum" or "mixing", a notebook's),
+    in order, each naming the stored entries it was read from."""
+    keys = NOTEBOOK_KEYS[which] if which else tuple(CLAIMS)
+    rows = [r for key in keys for r in CLAIMS[key].rows(result, CLAIMS[key])]
     if not result.provenance:
         return rows
     return [dataclasses.replace(r, parameters=f"{r.parameters}; {result.provenance}") for r in rows]

@@ -190,10 +190,13 @@ class Clock:
 def _piece(ctx: dict, name: str, j: int, params: dict, seed: int, compute: Callable[[], dict]) -> dict | None:
     """One stored entry: read (full mode outside the long tier: results/long only, None if absent),
     or computed once and stored (the long tier, smoke mode)."""
-    if ctx["read_only"]:
-        got = results.lookup(name, params, seed, tiers=("long",))
-        if got is not None:
-            ctx["records"].append(results.entry("long", name, params, seed).record())
+    if ctx["read_only"]:  # results/long only, its records noted as the rows' data (qlib.criteria)
+        try:
+            with cache.stored_only("long") as read:
+                got = cache.look_up(name, params, seed)
+        except cache.NotStored:
+            return None
+        ctx["records"].extend(read)
         return got
     if results.lookup(name, params, seed) is not None:
         ctx["clock"].skip(name, j)

@@ -316,6 +316,10 @@ class MaxLengthResult:
     finite_n_missing: tuple = ()
     #: where the finite-n long-tier entries read came from ("" when none were read)
     finite_n_provenance: str = ""
+    #: set name -> its estimates on the fresh stream (issue 47), for the sets results/long holds whole
+    fresh: dict = field(default_factory=dict)
+    #: the fresh points results/long lacks: (set, j, why)
+    fresh_missing: tuple = ()
 
 
 def _with_d(points: Sequence[PointTuple], d_of) -> list[PointTuple]:
@@ -421,6 +425,48 @@ def _finite_n_sets(P: dict, mode: str, k_scale: float, base: dict) -> tuple[Esti
     return finite, short, tuple(missing), records
 
 
+def _fresh_one(P: dict, mode: str, name: str, j: int, base: dict) -> Estimates:
+    """Point j of set ``name`` on the fresh stream (issue 47): the set's replicas and run lengths."""
+    p, clocks, reps, mult = _plan(P, mode)[name]
+    clock = (clocks if clocks is not None else p)[j]
+    return estimates(f"01_fresh_{name}", [p[j]], replicas=reps,
+                     seeds=[named_seed(P["fresh"]["stream"], name, j)], batches=mult, taus_of=[clock], **base)
+
+
+def _fresh_sets(P: dict, mode: str, base: dict) -> tuple[dict, tuple]:
+    """The sets of ``PARAMETERS[mode]["fresh"]`` on their fresh stream, each point one long-tier entry
+    (read from results/long outside ``make results-long``): ({set: Estimates} for the sets stored whole,
+    the points lacking as (set, j, why))."""
+    out, missing = {}, []
+    for name in P["fresh"]["sets"]:
+        got = []
+        for j in range(len(_plan(P, mode)[name][0])):
+            e, _, why = long_point(long_points_read(mode),
+                                   lambda j=j, name=name: _fresh_one(P, mode, name, j, base), LONG_COMMAND)
+            if e is None:
+                missing.append((name, j, why))
+            else:
+                got.append(e)
+        if got and len(got) == len(_plan(P, mode)[name][0]):
+            out[name] = Estimates.concat(got)
+    return out, tuple(missing)
+
+
+def fresh_cost(mode: str = "full") -> dict[str, float]:
+    """Replica-steps of each fresh set (issue 47), stored or not: replicas x (burn-in + batches x batch)
+    relaxation times (of the clock point) x steps per relaxation time."""
+    P = PARAMETERS[check_mode(mode)]
+    out = {}
+    for name in P["fresh"]["sets"]:
+        p, clocks, reps, mult = _plan(P, mode)[name]
+        total = 0.0
+        for (n, _, _), (_, dc, lc) in zip(p, clocks if clocks is not None else p):
+            total += (relaxation_time(dc, lc) * (1.0 + lc) * n * reps
+                      * (P["burn_taus"] + mult * P["batch_taus"]))
+        out[name] = total
+    return out
+
+
 def long_cost(mode: str = "full") -> float:
     """The replica-steps of the finite-n long-tier points results/long does not hold yet, a priori:
     replicas x (burn-in + the sequential rule's minimum batches) x steps per relaxation time (at
@@ -435,6 +481,17 @@ def long_cost(mode: str = "full") -> float:
         except cache.NotStored:
             per_tau = relaxation_time(fn["d"], fn["lam"]) * (1.0 + fn["lam"]) * n
             total += per_tau * fn["replicas"] * (P["burn_taus"] + fn["min_batches"] * fn["batch_taus"])
+    base = dict(burn_taus=P["burn_taus"], batch_taus=P["batch_taus"], progress=False)
+    for name in P["fresh"]["sets"]:  # issue 47's fresh points results/long lacks
+        p, clocks, reps, mult = _plan(P, mode)[name]
+        for j, (n, _, _) in enumerate(p):
+            try:
+                with cache.stored_only("long"):
+                    _fresh_one(P, mode, name, j, base)
+            except cache.NotStored:
+                _, dc, lc = (clocks if clocks is not None else p)[j]
+                total += (relaxation_time(dc, lc) * (1.0 + lc) * n * reps
+                          * (P["burn_taus"] + mult * P["batch_taus"]))
     return total
 
 
@@ -487,6 +544,7 @@ def run(mode: str = "full", *, progress: bool = True) -> MaxLengthResult:
     empty = from_empty_run(fe["n"], fe["d"], fe["lam"], taus=fe["taus"], points=fe["points"],
                            replicas=fe["replicas"], seed=named_seed(P["stream"], "from_empty"))
     near_sets = _near_sets(P, mode, nb, progress)
+    fresh, fresh_missing = _fresh_sets(P, mode, base)
     fn, ns = P["finite_n"], [int(x) for x in finite.n]
     r1, r2 = refined_mean_field(fn["d"], fn["lam"]), refined_mean_field(fn["d"], fn["lam"], order=2)
     refined = np.array([[r1.fixed_point[fn["level"]], r1.tail_fraction(n)[fn["level"]],
@@ -495,4 +553,4 @@ def run(mode: str = "full", *, progress: bool = True) -> MaxLengthResult:
     return MaxLengthResult(mode=mode, parameters=P, finite_n=finite, finite_n_short=short, from_empty=empty,
                            refined=refined, finite_n_missing=finite_missing,
                            finite_n_provenance=results.provenance_text(records, LONG_COMMAND),
-                           **sets, **near_sets)
+                           fresh=fresh, fresh_missing=fresh_missing, **sets, **near_sets)

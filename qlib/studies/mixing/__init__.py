@@ -56,9 +56,10 @@ from qlib.studies.mixing.compute import (
     top_start_times,
     uncoupled_times,
 )
-from qlib.studies.mixing.parameters import CLAIM_THRESHOLDS, PARAMETERS, PointTuple
+from qlib.studies.mixing.parameters import CLAIM_THRESHOLDS, PARAMETERS
 from qlib.studies.mixing.prose import SUMMARY_COLUMNS, findings_markdown, summary
-from qlib.supermarket.refined import relaxation_time  # noqa: F401  (the notebook and tests read them here)
+from qlib.supermarket.point import PointTuple  # noqa: F401  (the notebook and tests read them here)
+from qlib.supermarket.refined import relaxation_time  # noqa: F401
 from qlib.supermarket.theory import steps_per_time  # noqa: F401
 
 #: helpers the tests call by name

@@ -14,7 +14,7 @@ from qlib.claims import ClaimRow, ClaimSpec, Counterfactual, decide_band
 from qlib.studies.mixing.compute import LowerBound, MeetingTimes, MixingResult
 from qlib.studies.wrong_models import WRONG_MODELS, resolution
 from qlib.supermarket.refined import relaxation_time
-from qlib.supermarket.regime import hypotheses, inside, lower_time, reference_time
+from qlib.supermarket.regime import failing, hypotheses, inside, lower_time, reference_time
 from qlib.supermarket.theory import predicted_max_length, steps_per_time
 
 #: the part of a criterion every mixing row shares (docs/models.md#hypotheses)
@@ -34,7 +34,7 @@ def _outside(P: dict, n, d, lam) -> list[str]:
     for nn, dd, ll in zip(n, d, lam):
         h = hypotheses(int(nn), int(dd), float(ll), **P["claims"]["hypotheses"])
         if not inside(h):
-            bad = ", ".join(x for x in ("H0", "H1", "H2", "H3") if not h[x])
+            bad = ", ".join(failing(h))
             out.append(f"n={int(nn)}, d={int(dd)} ({bad})")
     return out
 

@@ -14,7 +14,7 @@ from qlib._rng import named_seed
 from qlib.config import scale
 from qlib.results import cache
 from qlib.studies import ArrayResult, check_mode
-from qlib.studies.mixing.parameters import PARAMETERS, PointTuple
+from qlib.studies.mixing.parameters import PARAMETERS
 from qlib.studies.wrong_models import point_of
 from qlib.supermarket import (
     counts_all_at,
@@ -25,7 +25,7 @@ from qlib.supermarket import (
     meeting_times_many,
     simulate_many,
 )
-from qlib.supermarket.point import as_point
+from qlib.supermarket.point import PointTuple, as_point
 from qlib.supermarket.refined import relaxation_time
 from qlib.supermarket.regime import family_point, reference_time
 from qlib.supermarket.theory import fluid_fixed_point, predicted_max_length, steps_per_time

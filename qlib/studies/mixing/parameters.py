@@ -5,8 +5,6 @@ from __future__ import annotations
 
 from typing import Any
 
-PointTuple = tuple[int, int, float]
-
 #: The thresholds of the claim rows, fixed before the run (read by claim_rows, the notebook and the
 #: tests): ``growth`` "bounded" = the exponent of T / (k d^(k-1) n ln n) in n is at most 0.1 (upper
 #: 95% CI end); ``d_exponent_tol``: row 12 passes when the exponent's CI lies within k - 1 +- 0.3

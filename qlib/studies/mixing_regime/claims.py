@@ -203,14 +203,13 @@ def _laws(m: RegimePoints) -> dict[str, tuple[bool, object]]:
 
 
 def predicted_rows(result: RegimeResult, spec: ClaimSpec) -> list[ClaimRow]:
-    """R = T_meet / T_pred at issue 42's points (fresh seeds): the family, or the k = 3 points."""
+    """R = T_meet / T_pred along family A at issue 42's points (fresh seeds); k = 3: qlib.studies.k3."""
     P = result.parameters
     C = spec.values(P)
-    family = spec.key == "predicted_family"
-    m = result.predicted_family if family else result.predicted_k3
-    hyp = result.hyp_predicted_family if family else result.hyp_predicted_k3
+    m = result.predicted_family
+    hyp = result.hyp_predicted_family
     Q = P["predicted"]
-    R = Q["replicas"] if family else Q["k3_replicas"]
+    R = Q["replicas"]
     base = dict(
         claim=spec.claim,
         criterion=spec.criterion_text(P),
@@ -228,31 +227,21 @@ def predicted_rows(result: RegimeResult, spec: ClaimSpec) -> list[ClaimRow]:
     )
     miss = _missing(m)
     if miss:
-        want = "02p_family" if family else "02p_k3"
-        cost = sum(v for (name, _), v in costs(result.mode).items() if name == want)
+        cost = sum(v for (name, _), v in costs(result.mode).items() if name == "02p_family")
         return [ClaimRow(**base, measured=f"{miss} (about {cost:.1e} replica-steps)", passed=False,
                          outcome="INCONCLUSIVE")]
     pred = _pred(m)
-    v, text, _ = _ratio_judge(m, m.T, pred, C, exponent=family)
+    v, text, _ = _ratio_judge(m, m.T, pred, C, exponent=True)
     lag = "; lag-one correlation of N between samples: " + ", ".join(f"{x:.2f}" for x in m.lag1_N)
     measured = (text + "; T_pred = " + ", ".join(f"{x:.3g}" for x in pred) + " steps" + lag)
     cfs = []
-    if family:
-        h = result.predicted_family_half
-        if not h.missing.any():
-            vh, th, xh = _ratio_judge(h, h.T, pred, C, exponent=True)
-            cfs.append(Counterfactual("JSQ(d/2) in place of JSQ(d), from the same certified samples, against "
-                                      "T_pred of JSQ(d)", f"{th} [{vh}]", vh == "PASS", xh))
-    else:  # at k = 3 the k = 2 form: a relaxation time in proportion to d, not d^(k-1)
-        def k2_form(n, d, lam):
-            t = predicted_meeting_time(n, d, lam)
-            return t.steps / float(d) ** (t.k - 2)
-
-        vk, tk, xk = _ratio_judge(m, m.T, _pred(m, k2_form), C, exponent=False)
-        cfs.append(Counterfactual("the same law with tau_fluid / d^(k-2) (a relaxation time in proportion "
-                                  "to d, the k = 2 form)", f"{tk} [{vk}]", vk == "PASS", xk))
+    h = result.predicted_family_half
+    if not h.missing.any():
+        vh, th, xh = _ratio_judge(h, h.T, pred, C, exponent=True)
+        cfs.append(Counterfactual("JSQ(d/2) in place of JSQ(d), from the same certified samples, against "
+                                  "T_pred of JSQ(d)", f"{th} [{vh}]", vh == "PASS", xh))
     for label, (near, law) in _laws(m).items():
-        vl, tl, xl = _ratio_judge(m, m.T, _pred(m, law), C, exponent=family)
+        vl, tl, xl = _ratio_judge(m, m.T, _pred(m, law), C, exponent=True)
         cfs.append(Counterfactual(label, f"{tl} [{vl}]", vl == "PASS", xl, near=near))
     inside_all = all(inside(x) for x in hyp) and bool(m.certified.all())
     if not inside_all:
@@ -403,19 +392,6 @@ CLAIMS: dict[str, ClaimSpec] = {
         "{ratio_exponent_tol:g} (claims.ratio_exponent_tol)",
         wrong_models=("half_d",),
         controls=("d_fixed", "scale_1/(1-lam)", "T_pred(d-1)", "T_pred(d+1)", "asymptotic_d^(k-1)"),
-        rows=predicted_rows,
-        reference=REF + "; T_pred: docs/models.md#mixing-time-predicted (issue 42)",
-    ),
-    "predicted_k3": ClaimSpec(
-        key="predicted_k3",
-        claim="the mixing time predicted at k = 3 inside the regime: T_meet = tau_fluid ln SD(N), where "
-        "tau_fluid grows as d^(k-1) = d^2",
-        criterion="every point's 95% CI of R = T_meet / T_pred within [ratio_low, ratio_high] (PASS); "
-        "disjoint (FAIL); else INCONCLUSIVE; a finding unless every point is inside H0-H3 and certified",
-        thresholds=(("ratio_low",), ("ratio_high",)),
-        threshold="R in [{ratio_low:g}, {ratio_high:g}] (claims.ratio_low, ratio_high)",
-        controls=("k2_form", "d_fixed", "scale_1/(1-lam)", "T_pred(d-1)", "T_pred(d+1)",
-                  "asymptotic_d^(k-1)"),
         rows=predicted_rows,
         reference=REF + "; T_pred: docs/models.md#mixing-time-predicted (issue 42)",
     ),

@@ -428,14 +428,10 @@ def _predicted(
     return _entries(ctx, name, params, seeds, compute)
 
 
-def predicted_points(P: dict) -> tuple[list[PointTuple], list[PointTuple]]:
-    """The predicted-law sets of ``PARAMETERS[mode]``: the family's points and the k = 3 points
-    ((n, d, c) with 1 - lam = c / d^2)."""
-    Q = P["predicted"]
-    fam = Q["family"]
-    family = [family_point(n, fam["alpha"], fam["beta"]) for n in fam["ns"]]
-    k3 = [(int(n), int(d), 1.0 - float(c) / float(d) ** 2) for n, d, c in Q["k3"]]
-    return family, k3
+def predicted_points(P: dict) -> list[PointTuple]:
+    """The predicted-law family of ``PARAMETERS[mode]`` (k = 3 is decided by :mod:`qlib.studies.k3`)."""
+    fam = P["predicted"]["family"]
+    return [family_point(n, fam["alpha"], fam["beta"]) for n in fam["ns"]]
 
 
 @dataclass(frozen=True)
@@ -454,12 +450,10 @@ class RegimeResult:
     family_jsq2: RegimePoints
     hyp_sweep: list
     hyp_family: list
-    #: issue 42's sets, on fresh seeds: the family (with JSQ(d/2) from its samples) and k = 3
+    #: issue 42's set, on fresh seeds: the family (with JSQ(d/2) from its samples)
     predicted_family: RegimePoints | None = None
     predicted_family_half: RegimePoints | None = None
-    predicted_k3: RegimePoints | None = None
     hyp_predicted_family: list | None = None
-    hyp_predicted_k3: list | None = None
     #: where the long-tier entries read came from (empty when computed here)
     provenance: str = ""
 
@@ -497,7 +491,7 @@ def costs(mode: str) -> dict[tuple[str, int], float]:
         }
     )
     Q = P["predicted"]
-    pf, k3 = predicted_points(P)
+    pf = predicted_points(P)
 
     def spaced(p, R):  # certification (pairs of two chains, ~2 T each), burn-in, spacing, R meetings
         T = predicted_meeting_time(*p).steps
@@ -507,7 +501,6 @@ def costs(mode: str) -> dict[tuple[str, int], float]:
     out.update({("02p_family", j): spaced(p, Q["replicas"]) for j, p in enumerate(pf)})
     out.update({("02p_family_half", j): 2 * Q["cf_replicas"] * predicted_meeting_time(*p).steps
                 for j, p in enumerate(pf)})
-    out.update({("02p_k3", j): spaced(p, Q["k3_replicas"]) for j, p in enumerate(k3)})
     return out
 
 
@@ -543,10 +536,9 @@ def run(mode: str = "full", *, progress: bool = True) -> RegimeResult:
     fixed = _on_samples(ctx, "02r_fixed", sweep_pts, sweep, "sweep", model="d_fixed")
     sj = _on_samples(ctx, "02r_sweep_jsq2", sweep_pts, sweep, "sweep", model="jsq2")
     Q = P["predicted"]
-    pf_pts, k3_pts = predicted_points(P)
+    pf_pts = predicted_points(P)
     pf = _predicted(ctx, "02p_family", pf_pts, "family", Q["replicas"])
     pf_half = _on_samples(ctx, "02p_family_half", pf_pts, pf, "family", model="half_d", R=Q["cf_replicas"])
-    k3 = _predicted(ctx, "02p_k3", k3_pts, "k3", Q["k3_replicas"])
     H = P["claims"]["hypotheses"]
     return RegimeResult(
         mode=mode,
@@ -560,9 +552,7 @@ def run(mode: str = "full", *, progress: bool = True) -> RegimeResult:
         hyp_family=[hypotheses(*p, **H) for p in fam_pts],
         predicted_family=_gather(pf_pts, pf, Q["replicas"]),
         predicted_family_half=_gather(pf_pts, pf_half, Q["cf_replicas"]),
-        predicted_k3=_gather(k3_pts, k3, Q["k3_replicas"]),
         hyp_predicted_family=[hypotheses(*p, **H) for p in pf_pts],
-        hyp_predicted_k3=[hypotheses(*p, **H) for p in k3_pts],
         provenance=provenance(ctx["records"]),
     )
 

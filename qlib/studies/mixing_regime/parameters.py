@@ -58,8 +58,8 @@ PARAMETERS: dict[str, dict[str, Any]] = {
         "cf_cap": 2.0,
         "claims": CLAIM_THRESHOLDS,
         "stream": "mixing_regime/smoke",
-        "predicted": dict(family=dict(alpha=0.5, beta=0.4, ns=[300, 1000]), k3=[[3000, 10, 0.3]],
-                          replicas=4, k3_replicas=2, cf_replicas=2, cert_replicas=1, spacing_tau_int=2.0,
+        "predicted": dict(family=dict(alpha=0.5, beta=0.4, ns=[300, 1000]),
+                          replicas=4, cf_replicas=2, cert_replicas=1, spacing_tau_int=2.0,
                           stream="mixing_regime/predicted/smoke"),
     },
     "full": {
@@ -78,11 +78,10 @@ PARAMETERS: dict[str, dict[str, Any]] = {
         "claims": CLAIM_THRESHOLDS,
         "stream": "mixing_regime",
         # issue 42, fresh seeds: family A again with 32 replicas (one certified chain per point,
-        # sampled 2 predicted tau_int(N) apart), JSQ(d/2) from its samples, and k = 3 inside the
-        # regime: (n, d, c) with 1 - lam = c/d^2 at the smallest point of the design (c = 0.299,
-        # (1-lam) d^3 = 14.05 >= ln n + 1.5 = 13.93, n (1-lam)^2 d^2 = 10.1 >= 10)
+        # sampled 2 predicted tau_int(N) apart) and JSQ(d/2) from its samples; the k = 3 point once
+        # here (n = 2.5e5, d = 47: 2.8e11 replica-steps, never run) gave way to qlib.studies.k3 (issue 46)
         "predicted": dict(family=dict(alpha=0.5, beta=0.4, ns=[3000, 10_000, 30_000, 100_000]),
-                          k3=[[250_000, 47, 0.299]], replicas=32, k3_replicas=8, cf_replicas=8,
+                          replicas=32, cf_replicas=8,
                           cert_replicas=2, spacing_tau_int=2.0, stream="mixing_regime/predicted"),
     },
 }

@@ -1,22 +1,26 @@
 """The long tier (``make results-long``): the studies run with the long tier written, one
 progress line per stored entry, and the ``python -m qlib results`` / ``results-long`` command line.
+
+It runs the studies, so it lives in the runner, above them (it was ``qlib.results.long``).
 """
 
 from __future__ import annotations
 
-import os
 import sys
 import time
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
+from types import ModuleType
 from typing import Any
 
-from qlib.claims import STUDIES
-from qlib.config import SCALE_ENV
+from qlib.config import child_environ, current, using
 from qlib.results.checkpoints import verify
 from qlib.results.freshness import stale_reasons
 from qlib.results.pins import criteria_after, pin_problems
-from qlib.results.store import STUDY_ENV, TIERS, entries
+from qlib.results.store import TIERS, entries
 from qlib.results.tier import primary_process, summary, writing
+from qlib.runner.compute import run
+from qlib.runner.registry import STUDIES
 
 
 class _Progress:
@@ -47,33 +51,32 @@ class _Progress:
         )
 
 
-def long_jobs(only: Sequence[str] | None = None) -> list[tuple[str, str]]:
-    """(title, module) of the studies a long run runs (:data:`qlib.claims.STUDIES`), those whose
-    title or module contains one of ``only``."""
-    jobs = [(t, m) for t, m in STUDIES.items() if not only or any(o in t or o in m for o in only)]
+def long_jobs(only: Sequence[str] | None = None) -> list[tuple[str, ModuleType]]:
+    """(title, module) of the studies a long run runs (:data:`qlib.runner.STUDIES`), those whose
+    title or module name contains one of ``only``."""
+    jobs = [(t, m) for t, m in STUDIES.items() if not only or any(o in t or o in m.__name__ for o in only)]
     if not jobs:
         raise ValueError(
-            f"--only {list(only or [])} matches no study; the studies are {list(STUDIES.values())}"
+            f"--only {list(only or [])} matches no study; the studies are "
+            f"{[m.__name__ for m in STUDIES.values()]}"
         )
     return jobs
 
 
-def estimate_work(modules: Sequence[str], scale: float) -> float:
+def estimate_work(modules: Sequence[ModuleType], scale: float) -> float:
     """The replica-steps a long run of these studies will take: a study's own ``long_cost()`` where
     it has one (the points it lacks, sized a priori), else ``scale`` times what its default-tier
     entries recorded (the studies multiply every full-mode run length by the
     scale; the points added at large scales make it an underestimate, which the rate corrects)."""
-    import importlib
-
     total = 0.0
     sized = []
     for m in modules:  # a study that sizes its own long points (e.g. families.long_cost)
-        cost = getattr(importlib.import_module(m), "long_cost", None)
+        cost = getattr(m, "long_cost", None)
         if cost is not None:
             total += float(cost())
             sized.append(m)
-    modules = [m for m in modules if m not in sized]
-    if not modules:
+    names = [m.__name__ for m in modules if m not in sized]
+    if not names:
         return total
     default_total = 0.0
     for e in entries("default"):
@@ -81,35 +84,30 @@ def estimate_work(modules: Sequence[str], scale: float) -> float:
             r = e.record()
         except (OSError, ValueError):
             continue
-        if r.get("study") in modules or r.get("study") is None:
+        if r.get("study") in names or r.get("study") is None:
             default_total += float(r.get("replica_steps", 0))
     return total + scale * default_total
 
 
 def run_long(jobs: Sequence[tuple[str, Any]], *, scale: float, mode: str = "full", out=print,
              allow_dirty: bool = False) -> None:
-    """Run each study's ``run(mode)`` with the long tier written (entries stored one point at a
-    time, atomically; a rerun skips every point the tiers already hold fresh), printing one
-    progress line per stored entry. ``jobs``: (title, module name or callable). Refuses to start
+    """Run each study (:func:`qlib.runner.run`) with the long tier written (entries stored one point
+    at a time, atomically; a rerun skips every point the tiers already hold fresh), printing one
+    progress line per stored entry. ``jobs``: (title, study module or callable). Refuses to start
     on uncommitted code unless ``allow_dirty`` (:func:`qlib.results.pins.start_run`)."""
-    import importlib
-
-    modules = [m for _, m in jobs if isinstance(m, str)]
-    os.environ[SCALE_ENV] = repr(float(scale))
+    modules = [m for _, m in jobs if isinstance(m, ModuleType)]
+    config = replace(current(), scale=repr(float(scale)))
     line = f"python -m qlib results-long --scale {scale:g}" + (f" ({mode} mode)" if mode != "full" else "")
     progress = _Progress(estimate_work(modules, scale), out=out)
-    try:
-        with writing("long", line, out=out, on_stored=progress.update, allow_dirty=allow_dirty):
-            for title, job in jobs:
-                out(f"[qlib] results-long: {title}", flush=True)
-                os.environ[STUDY_ENV] = job if isinstance(job, str) else title
-                fn = importlib.import_module(job).run if isinstance(job, str) else job
-                if isinstance(job, str):
-                    fn(mode, progress=False)
+    with using(config), writing("long", line, out=out, on_stored=progress.update, allow_dirty=allow_dirty):
+        for title, job in jobs:
+            out(f"[qlib] results-long: {title}", flush=True)
+            # the study's name goes in each record it stores
+            with using(replace(current(), study=job.__name__ if isinstance(job, ModuleType) else title)):
+                if isinstance(job, ModuleType):
+                    run(job, mode, progress=False)
                 else:
-                    fn()
-    finally:
-        os.environ.pop(STUDY_ENV, None)
+                    job()
 
 
 # --------------------------------------------------------------------------- command line
@@ -125,12 +123,9 @@ def _spawn_processes(argv: Sequence[str], processes: int) -> int:
         port = s.getsockname()[1]
     procs = []
     for i in range(processes):
-        env = dict(
-            os.environ,
-            JAX_COORDINATOR_ADDRESS=f"127.0.0.1:{port}",
-            QLIB_NUM_PROCESSES=str(processes),
-            QLIB_PROCESS_ID=str(i),
-        )
+        # each process reads its place in the job from its environment (qlib.config.RunConfig)
+        env = dict(child_environ(replace(current(), num_processes=str(processes), process_id=str(i))),
+                   JAX_COORDINATOR_ADDRESS=f"127.0.0.1:{port}")
         procs.append(
             subprocess.Popen(
                 [sys.executable, "-m", "qlib.distributed", *argv],
@@ -170,7 +165,7 @@ def cli(a) -> int:
         return 0
     if a.processes < 1:
         raise ValueError(f"--processes must be an integer >= 1; got {a.processes}")
-    if a.processes > 1 and not os.environ.get("QLIB_NUM_PROCESSES"):
+    if a.processes > 1 and not current().num_processes:
         argv = (
             ["results-long", "--scale", repr(a.scale or 1.0)]
             + (["--only", *a.only] if a.only else [])
