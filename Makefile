@@ -16,6 +16,11 @@
 # make browser-test — JupyterLab in headless Chromium on the repository: Run All of each notebook
 #                 (timed), every slider's key-press-to-redraw latency, git status unchanged, the
 #                 rendered claims.md and README within 1000 px (report: browser-screenshots/).
+# make book     — optional: the static site (Sphinx + myst-nb) of the stored notebooks, claims table,
+#                 docs and API reference -> build/book/html, nothing executed; installs
+#                 requirements-book.lock on top of make setup's (docs/running.md#the-book).
+# make book-test — the built site in headless Chromium: every image loaded, no internal link 404,
+#                 screenshots at 1280 px (browser-screenshots/book/).
 
 ACTIVE := $(or $(VIRTUAL_ENV),$(CONDA_PREFIX))
 ifeq ($(ACTIVE),)
@@ -26,7 +31,7 @@ PY := python
 endif
 STAMP := $(if $(VENV),$(VENV),.)/.qlib-installed
 
-.PHONY: lock setup lint test test-quick validate mutants figures results-long bench bench-quick browser-test claims clean lab
+.PHONY: lock lock-book book book-test setup lint test test-quick validate mutants figures results-long bench bench-quick browser-test claims clean lab
 
 # The install: exactly the lock (requirements.lock: every package, its version and its hashes, for
 # Python 3.11 on Linux; docs/running.md), then qlib itself, editable, with no dependency resolved
@@ -62,7 +67,7 @@ JOBS ?= 2
 
 # the linter (ruff, configured in pyproject.toml), run first by make test
 lint: setup
-	$(PY) -m ruff check qlib tests benchmarks
+	$(PY) -m ruff check qlib tests benchmarks book
 
 test: setup lint
 	$(PY) -m pytest -n $(JOBS) --dist loadfile --durations=15
@@ -97,8 +102,33 @@ lock: setup
 	printf 'uv\n' | $(PY) -m uv pip compile pyproject.toml - --extra test --extra bench --extra browser \
 	  --python-version 3.11 --generate-hashes --upgrade --custom-compile-command 'make lock' -o $(LOCK)
 
+# The book's packages (Sphinx, myst-nb, sphinx-book-theme, MathJax) are pinned apart, in
+# requirements-book.lock, constrained to requirements.lock's versions of everything they share: the
+# stored results name the hash of requirements.lock (docs/running.md#the-lock), which the book must
+# not change. Installed on top of make setup's environment, never by make setup itself. In .venv a
+# later sync of requirements.lock removes them; the stamp then follows $(STAMP) and they come back.
+BOOK_LOCK := requirements-book.lock
+BOOK_STAMP := $(if $(VENV),$(VENV),.)/.qlib-book-installed
+
+$(BOOK_STAMP): $(STAMP) $(BOOK_LOCK)
+	@$(PY) -m uv pip install -q --compile-bytecode --python $(PY) --require-hashes -r $(BOOK_LOCK) || \
+	  $(PY) -m pip install -q --require-hashes -r $(BOOK_LOCK)
+	@touch $(BOOK_STAMP)
+
+book: $(BOOK_STAMP)
+	$(PY) book/build.py
+
+book-test: book
+	$(PY) tests/browser/run_book_test.py $(BROWSER_ARGS)
+
+# make lock-book — refresh requirements-book.lock on purpose (the book extra's newest versions that
+#                 agree with requirements.lock); requirements.lock is untouched.
+lock-book: setup
+	$(PY) -m uv pip compile pyproject.toml --extra book -c $(LOCK) \
+	  --python-version 3.11 --generate-hashes --upgrade --custom-compile-command 'make lock-book' -o $(BOOK_LOCK)
+
 clean:
-	rm -rf .qlib_cache .pytest_cache
+	rm -rf .qlib_cache .pytest_cache build/book
 
 bench-quick: setup
 	$(PY) benchmarks/run.py --quick

@@ -6,6 +6,8 @@
 - ``figures [--scale S]``: the main job. Executes every notebook in full mode (writing figures/
   and the notebooks' outputs), then writes figures/claims.md, figures/claims.json and the claims
   summary in README.md (between its claims markers).
+- ``cite``: prints the bibtex of this software and of the papers it reproduces (qlib/citation.py;
+  the same data as CITATION.cff).
 
 ``--scale S`` multiplies every run length of the full mode by S (for bigger machines; docs/running.md
 says which points join at which scale). Exit status of ``reproduce``: 1 when some row's verdict
@@ -149,6 +151,7 @@ def main(argv: list[str] | None = None) -> int:
     rs.add_argument("--summary", action="store_true", help="one line per stored entry (the default)")
     rs.add_argument("--verify", action="store_true",
                     help="check every stored entry and recompute its checkpoint")
+    sub.add_parser("cite", help="print the bibtex of qlib and of the papers it reproduces")
     for p in (f, lg):
         p.add_argument("--allow-dirty", action="store_true",
                        help="run on code with uncommitted changes (refused otherwise); the records name the "
@@ -157,6 +160,11 @@ def main(argv: list[str] | None = None) -> int:
         p.add_argument("--scale", type=float, default=None,
                        help="multiply every full-mode run length by this factor (default 1)")
     a = ap.parse_args(argv)
+    if a.cmd == "cite":  # before the environment line: its output is a .bib file's content
+        from qlib.citation import bibtex
+
+        print(bibtex(), end="")
+        return EXIT_PASS
     if line := warning_line():  # once per command: another environment may give other bits
         print(f"[qlib] {line}", flush=True)
     config = RunConfig.from_environ()  # the run's configuration, built once (qlib.config)

@@ -9,8 +9,10 @@ it for the kernel, and ``QLIB_PUBLISH=1`` for a full run that writes the execute
 do figures reach ``figures/``: :func:`qlib.plots.show`). It runs every cell with nbclient (a
 failing cell raises), shows progress over cells, and writes the executed ``.ipynb`` so that the
 same commit gives the same file: fixed cell ids, no execution timings, no widget state or widget
-views (machine noise, random model ids, live progress bars), no stderr streams, and the
-kernelspec that JupyterLab writes (so opening the copy does not modify it).
+views (machine noise, random model ids, live progress bars), no stderr streams, stdout
+normalised (consecutive stream outputs coalesced: how the kernel flushed them does not show;
+progress lines dropped: :func:`normalise_streams`), and the kernelspec that JupyterLab writes
+(so opening the copy does not modify it).
 """
 
 from __future__ import annotations
@@ -23,11 +25,7 @@ from pathlib import Path
 from queue import Empty
 from time import monotonic
 
-import jupytext
-import nbformat
 from IPython.display import Markdown
-from nbclient import NotebookClient
-from traitlets.config import Config
 
 from qlib._progress import progress_bar
 from qlib._xla import flags as xla_flags
@@ -78,8 +76,16 @@ def what_we_found(rows) -> Markdown:
     return Markdown("\n".join(lines))
 
 
+# jupytext, nbformat and nbclient are imported where a notebook is read or run, not with this
+# module: every notebook's first cell imports it for claims_table and what_we_found, and nbformat's
+# jsonschema (building its rfc3987 grammar) was most of that cell's import time (issue 49, item 6)
+
+
 def read(path: str | os.PathLike):
     """A notebook (nbformat node) from its .md source or an .ipynb, with fixed cell ids."""
+    import jupytext
+    import nbformat
+
     path = Path(path)
     nb = jupytext.read(path) if path.suffix == ".md" else nbformat.read(path, as_version=4)
     for i, cell in enumerate(nb.cells):
@@ -113,10 +119,46 @@ def _poll_in_slices(channel, slice_s: float = 0.5) -> None:
 _ADDRESS = re.compile(r" at 0x[0-9a-f]+>")
 
 
+#: a progress line, "[study] ..." as the studies print while they run ("[fluctuations] A n=1000
+#: d=15: done"): it says how the run went, not what it found, so the executed copy leaves it out
+_PROGRESS_LINE = re.compile(r"^\[[A-Za-z][\w -]*\] ")
+
+
+def normalise_streams(outputs: list) -> list:
+    """One cell's outputs with its stream outputs as a kernel would give them if it flushed only
+    at the end: consecutive streams of the same name coalesced into one (a line the kernel sent
+    as its text and then its newline is one line), carriage-return redraws resolved to what a
+    terminal shows, progress lines (``[name] ...``) dropped, and empty streams removed."""
+    merged: list = []
+    for o in outputs:
+        if (o.get("output_type") == "stream" and merged and merged[-1].get("output_type") == "stream"
+                and merged[-1].get("name") == o.get("name")):
+            merged[-1]["text"] = _text(merged[-1]) + _text(o)
+        else:
+            merged.append(o)
+    kept = []
+    for o in merged:
+        if o.get("output_type") == "stream":
+            # lines split at "\n" only: a bare "\r" is a redraw of the same line, not a new one
+            lines = [line.rsplit("\r", 1)[-1] if "\r" in line.rstrip("\r\n") else line
+                     for line in re.findall(r"[^\n]*\n|[^\n]+$", _text(o))]
+            o["text"] = "".join(line for line in lines if not _PROGRESS_LINE.match(line))
+            if not o["text"]:
+                continue
+        kept.append(o)
+    return kept
+
+
+def _text(output) -> str:
+    text = output.get("text", "")
+    return "".join(text) if isinstance(text, list) else text
+
+
 def strip_machine_noise(nb) -> None:
     """Drop what differs between two runs of the same commit: widget state and views (random
-    model ids; progress bars with timings), stderr streams, execution timings, and object
-    addresses in plain-text reprs ("<pandas...Styler at 0x7f8b...>" beside its HTML)."""
+    model ids; progress bars with timings), stderr streams, execution timings, object
+    addresses in plain-text reprs ("<pandas...Styler at 0x7f8b...>" beside its HTML), and how
+    stdout was flushed and what progress it printed (:func:`normalise_streams`)."""
     nb.metadata.pop("widgets", None)
     nb.metadata.get("jupytext", {}).pop("formats", None)  # an executed copy pairs with nothing
     nb.metadata["kernelspec"] = dict(KERNELSPEC)
@@ -128,6 +170,7 @@ def strip_machine_noise(nb) -> None:
         cell.outputs = [o for o in cell.get("outputs", [])
                         if not (o.get("output_type") == "stream" and o.get("name") == "stderr")
                         and WIDGET_VIEW not in o.get("data", {})]
+        cell.outputs = normalise_streams(cell.outputs)
         for o in cell.outputs:
             text = o.get("data", {}).get("text/plain")
             if isinstance(text, str) and _ADDRESS.search(text):
@@ -174,6 +217,10 @@ def execute(path: str | os.PathLike, *, smoke: bool, output: str | os.PathLike |
 
 
 def _execute(path: Path, nb, *, smoke, output, timeout, progress, extra_env, sockets: str):
+    import jupytext
+    from nbclient import NotebookClient
+    from traitlets.config import Config
+
     bar = progress_bar(sum(c.cell_type == "code" for c in nb.cells), show=progress, desc=path.name,
                        unit="cell")
     cfg = Config()

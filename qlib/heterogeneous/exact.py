@@ -355,10 +355,12 @@ class PairMargins:
     """Cabral's three claims as margins, for pairs (l, m) of servers with mu_l > mu_m; arrays (K,).
 
     ``fast[i]``, ``slow[i]``: input indices of l and m in pair i (pairs in rate order, fastest first).
+
     - ``busy_margin`` = P_m - P_l: claim 1, the faster server is busy less often;
     - ``effective_rate_margin`` = mu_l P_l - mu_m P_m: claim 2, yet its effective rate of service
       (the work it does) is larger;
     - ``band_margin`` = P_l - (mu_m/mu_l) P_m: the lower end of claim 3 (its upper end is claim 1).
+
     ``both_busy`` = P(l and m busy) and ``busy_idle`` = P(m busy, l idle) are the joint
     probabilities the margins are computed from. A claim holds for pair i iff its margin is > 0.
     """

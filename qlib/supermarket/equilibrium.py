@@ -273,8 +273,8 @@ def estimate_equilibrium_many(points: Sequence[tuple[int, int, float] | Point], 
         seeds: one per point (default 0, 1, ..., P-1).
         batches: run exactly that many batches per replica instead of stopping sequentially.
         burn_taus: the burn-in (and the limit of a certified one) in tau.
-        rel_error, replicas, burn_in, batch_taus, min_batches, progress, flows, variant,
-            capacity, start: as in :func:`estimate_equilibrium` (one variant for all points).
+        rel_error, replicas, burn_in, batch_taus, min_batches, progress, flows, variant, capacity, start:
+            as in :func:`estimate_equilibrium` (one variant for all points).
 
     Returns:
         One :class:`EquilibriumEstimate` per point, in order.
