@@ -161,7 +161,7 @@ def main(argv: list[str] | None = None) -> int:
                        help="multiply every full-mode run length by this factor (default 1)")
     a = ap.parse_args(argv)
     if a.cmd == "cite":  # before the environment line: its output is a .bib file's content
-        from qlib.citation import bibtex
+        from qlib.citation import bibtex  # here: cite needs none of the rest of qlib
 
         print(bibtex(), end="")
         return EXIT_PASS

@@ -87,7 +87,7 @@ def test_verdicts_counted_per_kind_and_exit_status_fails_only_on_fail():
             claims.ClaimRow("c", "p", "t", "m", False, outcome="finding"),
             claims.ClaimRow("i", "p", "t", "m", True, kind="identity")]
     c = claims.counts(rows)
-    assert c["claim"] == {"PASS": 1, "FAIL": 0, "INCONCLUSIVE": 1, "finding": 1}
+    assert c["claim"] == {"PASS": 1, "FAIL": 0, "INCONCLUSIVE": 1, "finding": 1, "criterion after data": 0}
     assert c["identity"]["PASS"] == 1
     assert rows[0].sound  # a near wrong model that passes is the row's resolution, not unsoundness
     assert not claims.exit_failed(rows)

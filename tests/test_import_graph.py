@@ -30,7 +30,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("qlib.results",),
     # the model layer: the two models and the shared base modules they stand on
     ("qlib.supermarket", "qlib.heterogeneous", "qlib", "qlib._validate", "qlib._rng", "qlib._sharding",
-     "qlib._progress", "qlib._xla", "qlib.stats", "qlib.config", "qlib.simulations"),
+     "qlib._progress", "qlib._xla", "qlib.stats", "qlib.config", "qlib.simulations", "qlib.citation"),
 )
 #: The layers that may import a module named at run time (``importlib.import_module(name)``).
 DYNAMIC_OK = LAYERS[0] + LAYERS[1]
