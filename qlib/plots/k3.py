@@ -8,9 +8,9 @@ import math
 
 import matplotlib.pyplot as plt
 import numpy as np
-from matplotlib.ticker import ScalarFormatter
 
 from qlib import stats
+from qlib.plots import plain_log_ticks
 from qlib.studies.k3.claims import profile_measured, profile_prediction
 from qlib.supermarket.mixing_law import predicted_meeting_time
 from qlib.supermarket.theory import steps_per_time
@@ -120,9 +120,8 @@ def mixing_figure(k3_result, regime_result=None):
         ylabel=r"$T_\mathrm{meet}\,/\,(n(1+\lambda)\ln\mathrm{SD}(N))$ (model time)",
         title=r"the relaxation time: $d^{k-1}$, not $d$",
     )
-    bx.xaxis.set_major_formatter(ScalarFormatter())
-    bx.xaxis.set_minor_formatter(ScalarFormatter())
-    bx.legend(fontsize=8, loc="upper left")
+    plain_log_ticks(bx)
+    bx.legend(fontsize=8, loc="lower right")
     fig.tight_layout()
     return fig
 
