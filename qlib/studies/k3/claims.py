@@ -31,6 +31,22 @@ def _start(P: dict) -> str:
     return START.format(**P)
 
 
+def _base(spec: ClaimSpec, P: dict, **fields) -> dict:
+    """The fields every row of the study shares (claim, criterion, threshold, start, reference, no
+    taus: the runs are sized by meeting times and tau_int), with ``fields`` over them."""
+    return (
+        dict(
+            claim=spec.claim,
+            criterion=spec.criterion_text(P),
+            threshold=spec.threshold_text(P),
+            start=_start(P),
+            reference=spec.reference,
+            taus=None,
+        )
+        | fields
+    )
+
+
 def _hyp_text(points: list[PointRuns], hyp: list[dict]) -> str:
     return "; ".join(
         f"d={p.d}: c={h['c']:.3f}, buffer/excursion={h['buffer_over_excursion']:.2f}, "
@@ -120,13 +136,9 @@ def predicted_rows(result: K3Result, spec: ClaimSpec) -> list[ClaimRow]:
     """R = T_meet / T_pred at each mixing point."""
     P, C = result.parameters, spec.values(result.parameters)
     m = result.mixing
-    base = dict(
-        claim=spec.claim,
-        criterion=spec.criterion_text(P),
-        threshold=spec.threshold_text(P),
-        start=_start(P),
-        reference=spec.reference,
-        taus=None,
+    base = _base(
+        spec,
+        P,
         parameters=_params(m)
         + "; meeting pairs "
         + ", ".join(str(p.replicas) for p in m)
@@ -232,13 +244,9 @@ def exponent_rows(result: K3Result, spec: ClaimSpec) -> list[ClaimRow]:
     m = result.mixing
     band, tol = C["exponent_band"], C["exponent_tol"]
     e_pred = law_exponent(m)
-    base = dict(
-        claim=spec.claim,
-        criterion=spec.criterion_text(P),
-        threshold=spec.threshold_text(P),
-        start=_start(P),
-        reference=spec.reference,
-        taus=None,
+    base = _base(
+        spec,
+        P,
         parameters=_params(m)
         + "; n grows as d^2 along the design (H3 at each point); per point: "
         + _hyp_text(m, result.hyp_mixing),
@@ -319,12 +327,10 @@ def max_rows(result: K3Result, spec: ClaimSpec) -> list[ClaimRow]:
         k = p.k
         s_fluid = refined_profile(p.d, p.lam).s
         above = p.n * float(s_fluid[k + 1]) if k + 1 < s_fluid.size else 0.0
-        base = dict(
+        base = _base(
+            spec,
+            P,
             claim=spec.claim.format(k=k),
-            criterion=spec.criterion_text(P),
-            threshold=spec.threshold_text(P),
-            start=_start(P),
-            reference=spec.reference,
             parameters=f"n={p.n}, d={p.d}, 1-lam={1 - p.lam:.3g}: "
             + _hyp_text([p], [h])
             + f"; {p.replicas} spacings of {p.spacing:.3g} steps",
@@ -367,7 +373,6 @@ def max_rows(result: K3Result, spec: ClaimSpec) -> list[ClaimRow]:
                 passed=outcome == "PASS",
                 outcome=outcome,
                 counterfactuals=cfs,
-                taus=None,
             )
         )
     return rows
@@ -437,13 +442,9 @@ def profile_rows(result: K3Result, spec: ClaimSpec) -> list[ClaimRow]:
     pts = result.mixing + result.maximum
     hyp = result.hyp_mixing + result.hyp_maximum
     tol = C["model_error"]
-    base = dict(
-        claim=spec.claim,
-        criterion=spec.criterion_text(P),
-        threshold=spec.threshold_text(P),
-        start=_start(P),
-        reference=spec.reference,
-        taus=None,
+    base = _base(
+        spec,
+        P,
         parameters=_params(pts) + "; per point: " + _hyp_text(pts, hyp),
         theory="the refined mean field (order 1/n, Gast & Van Houdt) of JSQ(d): "
         + ", ".join(
